@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for mesa-fork's end-to-end tests: paths, environments for
+running a client on one driver's drm-shim, and process helpers."""
+
+import json
+import os
+import subprocess
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "bin"))
+
+from mesafork import tool  # noqa: E402
+
+WORK = os.environ.get("MESA_FORK_WORK", os.path.join(TOP, ".work"))
+MESA_BUILD = os.path.join(WORK, "build", "mesa")
+CLIENT_BUILD = os.path.join(WORK, "build", "client")
+PREFIX = os.environ.get("MESA_FORK_PREFIX", os.path.join(WORK, "prefix"))
+CLI = os.path.join(TOP, "bin", "mesa-fork")
+
+
+def config():
+    return tool.load_config(TOP)
+
+
+def build_env():
+    return tool.build_env(TOP)
+
+
+def shim_env(driver, **extra):
+    """Environment that runs a client on the installed fork, on DRIVER's shim."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("VK_", "ASAHI_", "PAN_", "INTEL_", "HK_", "PANVK_", "ANV_"))}
+    base.pop("LD_PRELOAD", None)
+    env = tool.fork_env(PREFIX, config(), shim=driver, base=base)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def bin_path(name):
+    return os.path.join(PREFIX, "bin", name)
+
+
+def run(cmd, env=None, timeout=300):
+    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def list_devices(env):
+    r = run([bin_path("mesa-fork-vkcheck"), "--list"], env=env)
+    devs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    return devs, r
+
+
+def fork_tag():
+    c = config()
+    return "(%s %s, Debian %s)" % (c["fork"]["name"], c["fork"]["release"],
+                                   c["base"]["version"])

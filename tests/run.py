@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Run every test mesa-fork has and end with one line: 'N passed, N failed'.
+
+Three kinds of test are counted one by one:
+  1. Mesa's own unit suites (config/fork.ini test_suites) plus the unit
+     tests our series adds, through `meson test` in the Mesa build;
+  2. the drm-shim tests registered in our top-level meson.build;
+  3. the Python end-to-end tests in tests/test_*.py.
+A test that could not run is a failure, never a skip.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import forklib  # noqa: E402
+
+
+class Tally:
+    def __init__(self):
+        self.passed = 0
+        self.failed = []
+
+    def add(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append((name, detail))
+        print("%s %s%s" % ("PASS" if ok else "FAIL", name,
+                           (": " + detail.splitlines()[0]) if (detail and not ok) else ""),
+              flush=True)
+
+
+def meson_suite(tally, label, build, suites, pattern):
+    """Run `meson test` and count every test from its testlog.json."""
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        tally.add(label, False, "%s is not built: run 'bin/mesa-fork install'" % build)
+        return
+    cmd = ["meson", "test", "-C", build, "--no-rebuild", "--print-errorlogs",
+           "--num-processes", str(os.cpu_count() or 2)]
+    for s in suites:
+        cmd += ["--suite", s]
+    log = os.path.join(build, "meson-logs", "testlog.json")
+    if os.path.exists(log):
+        os.unlink(log)
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, env=forklib.build_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    results = []
+    if os.path.exists(log):
+        with open(log) as f:
+            results = [json.loads(l) for l in f if l.strip()]
+    if not results:
+        tally.add(label, False, "meson test ran nothing (exit %d): %s" % (
+            r.returncode, r.stdout[-2000:]))
+        return
+    for t in results:
+        name = "%s: %s" % (label, t["name"])
+        if pattern and pattern not in name:
+            continue
+        ok = t["result"] in ("OK", "EXPECTEDFAIL")
+        tally.add(name, ok, t.get("stdout", "")[-3000:] if not ok else "")
+    print("  (%s: %d tests in %.0fs)" % (label, len(results), time.monotonic() - t0))
+
+
+class Result(unittest.TextTestResult):
+    pass
+
+
+def python_tests(tally, pattern):
+    loader = unittest.TestLoader()
+    if pattern:
+        loader.testNamePatterns = ["*%s*" % pattern]
+    suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+
+    class Collect(unittest.TestResult):
+        def addSuccess(self, test):
+            tally.add(test.id(), True)
+
+        def addFailure(self, test, err):
+            tally.add(test.id(), False, self._exc_info_to_string(err, test))
+            print(self._exc_info_to_string(err, test))
+
+        def addError(self, test, err):
+            self.addFailure(test, err)
+
+        def addSkip(self, test, reason):
+            tally.add(test.id(), False, "skipped tests count as failures: " + reason)
+
+        def addExpectedFailure(self, test, err):
+            tally.add(test.id(), False, "expected failures are not allowed")
+
+        def addUnexpectedSuccess(self, test):
+            tally.add(test.id(), False, "unexpected success")
+
+        def addSubTest(self, test, subtest, err):
+            if err is not None:
+                tally.add(subtest.id(), False, self._exc_info_to_string(err, test))
+                print(self._exc_info_to_string(err, test))
+
+    suite.run(Collect())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", dest="pattern", default="")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    tally = Tally()
+    conf = forklib.config()
+    suites = conf["meson"]["test_suites"].split()
+    print("== Mesa unit suites (%s)" % ", ".join(suites), flush=True)
+    meson_suite(tally, "mesa", forklib.MESA_BUILD, suites, args.pattern)
+    print("== drm-shim tests (top-level meson.build)", flush=True)
+    meson_suite(tally, "shim", forklib.CLIENT_BUILD, [], args.pattern)
+    print("== end-to-end tests (tests/test_*.py)", flush=True)
+    python_tests(tally, args.pattern)
+    if tally.failed:
+        print("\nFailed:")
+        for name, detail in tally.failed:
+            print("  %s" % name)
+    print("(tests took %.0fs)" % (time.monotonic() - t0))
+    print("%d passed, %d failed" % (tally.passed, len(tally.failed)))
+    return 1 if tally.failed or tally.passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

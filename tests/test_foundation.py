@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: MIT
+"""End-to-end tests of the foundation: the installed fork on each drm-shim,
+the hk uAPI probe, the asahi shim's device models, and the CLI's run verb."""
+
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import forklib
+from forklib import bin_path, list_devices, run, shim_env
+
+DRIVERS = ("asahi", "panfrost", "intel")
+KIND_NAME = {"asahi": "Honeykrisp", "panfrost": "panvk",
+             "intel": "Intel open-source Mesa driver"}
+
+
+class InstalledFork(unittest.TestCase):
+    def test_prefix_has_icds_and_env_script(self):
+        for drv in DRIVERS:
+            path = os.path.join(forklib.PREFIX, "share", "vulkan", "icd.d",
+                                "mesa_fork_%s_icd.json" % drv)
+            self.assertTrue(os.path.exists(path), path)
+            import json
+            lib = json.load(open(path))["ICD"]["library_path"]
+            self.assertTrue(os.path.isabs(lib), "library_path must be absolute: %s" % lib)
+            self.assertTrue(os.path.exists(lib), lib)
+        env_sh = open(os.path.join(forklib.PREFIX, "share", "mesa-fork", "env.sh")).read()
+        self.assertIn("VK_DRIVER_FILES=", env_sh)
+        self.assertIn("VK_ICD_FILENAMES=", env_sh)
+
+    def test_each_driver_lists_one_fork_device_on_its_shim(self):
+        for drv in DRIVERS:
+            with self.subTest(driver=drv):
+                devs, r = list_devices(shim_env(drv))
+                self.assertEqual(len(devs), 1, "%s: %s %s" % (drv, devs, r.stderr[-2000:]))
+                self.assertEqual(devs[0]["driver_kind"], drv)
+                self.assertEqual(devs[0]["driver"], KIND_NAME[drv])
+                self.assertTrue(devs[0]["info"].endswith(forklib.fork_tag()),
+                                "driverInfo %r lacks %r" % (devs[0]["info"], forklib.fork_tag()))
+                self.assertTrue(devs[0]["info"].startswith("Mesa 25.0.7"), devs[0]["info"])
+
+    def test_vulkaninfo_summary_names_the_fork(self):
+        """vulkaninfo, a client none of us wrote, sees the fork's driverInfo."""
+        for drv in DRIVERS:
+            with self.subTest(driver=drv):
+                r = run(["vulkaninfo", "--summary"], env=shim_env(drv))
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                infos = re.findall(r"driverInfo\s*=\s*(.*)", r.stdout)
+                self.assertEqual(len(infos), 1, r.stdout[-3000:])
+                self.assertIn(forklib.fork_tag(), infos[0])
+                names = re.findall(r"driverName\s*=\s*(.*)", r.stdout)
+                self.assertEqual(names, [KIND_NAME[drv]])
+
+    def test_vkcheck_with_validation_on_each_shim(self):
+        for drv in DRIVERS:
+            with self.subTest(driver=drv):
+                r = run([bin_path("mesa-fork-vkcheck"), "--validate"], env=shim_env(drv))
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
+                self.assertIn("recorded dispatch 64x1x1, pipeline barrier, copy", r.stdout)
+                self.assertIn("submitted and waited on the fence", r.stdout)
+                self.assertIn("validation on, 0 validation message(s)", r.stdout)
+                self.assertNotIn("validation error", r.stderr)
+                self.assertNotIn("validation warning", r.stderr)
+
+
+class AsahiShimDevices(unittest.TestCase):
+    # Names agx_open_device() builds from generation, variant and revision.
+    EXPECTED = {
+        "m1max": "Apple M1 Max (G13C C0)",
+        "m2max": "Apple M2 Max (G14C B1)",
+        "m2ultra": "Apple M2 Ultra (G14D B1)",
+    }
+
+    def test_models_are_selectable(self):
+        for model, name in self.EXPECTED.items():
+            with self.subTest(model=model):
+                devs, r = list_devices(shim_env("asahi", ASAHI_SHIM_DEVICE=model))
+                self.assertEqual([d["name"] for d in devs], [name], r.stderr[-2000:])
+
+    def test_default_model_is_m1_max(self):
+        env = shim_env("asahi")
+        env.pop("ASAHI_SHIM_DEVICE", None)
+        devs, r = list_devices(env)
+        self.assertEqual([d["name"] for d in devs], [self.EXPECTED["m1max"]])
+
+    def test_compute_submission_on_every_model(self):
+        for model in self.EXPECTED:
+            with self.subTest(model=model):
+                r = run([bin_path("mesa-fork-vkcheck"), "--validate"],
+                        env=shim_env("asahi", ASAHI_SHIM_DEVICE=model))
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+
+    def test_unknown_model_is_a_clear_error(self):
+        r = run([bin_path("mesa-fork-vkcheck"), "--list"],
+                env=shim_env("asahi", ASAHI_SHIM_DEVICE="m9ultra"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('unknown ASAHI_SHIM_DEVICE="m9ultra"', r.stderr)
+        for model in self.EXPECTED:
+            self.assertIn(model, r.stderr)
+
+
+class HoneykrispUapiProbe(unittest.TestCase):
+    def test_refuses_other_uapi_version_naming_both(self):
+        devs, r = list_devices(shim_env("asahi", ASAHI_SHIM_UAPI_VERSION="10011"))
+        self.assertEqual(devs, [], "hk must not probe a kernel with another uAPI")
+        self.assertEqual(r.returncode, 0, "refusal must not crash the loader: " + r.stderr[-2000:])
+        self.assertIn("uAPI version 10011", r.stderr)
+        self.assertIn("built for version %d" % 0xDEADBEEF, r.stderr)
+
+    def test_accepts_the_version_it_was_built_for(self):
+        devs, r = list_devices(shim_env("asahi", ASAHI_SHIM_UAPI_VERSION=str(0xDEADBEEF)))
+        self.assertEqual(len(devs), 1, r.stderr[-2000:])
+
+
+class RunVerb(unittest.TestCase):
+    def test_run_executes_command_on_the_fork(self):
+        r = run([forklib.CLI, "run", "--prefix", forklib.PREFIX, "--shim", "panfrost",
+                 "--", "sh", "-c", "echo ran-with $VK_DRIVER_FILES"],
+                env=shim_env("panfrost"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ran-with " + forklib.PREFIX, r.stdout)
+        self.assertIn("panvk", r.stdout)
+
+    def test_run_refuses_when_the_fork_did_not_load(self):
+        """A prefix whose ICD is not the fork's: run must refuse, not run CMD."""
+        with tempfile.TemporaryDirectory() as tmp:
+            icd_dir = os.path.join(tmp, "share", "vulkan", "icd.d")
+            os.makedirs(icd_dir)
+            for drv in DRIVERS:
+                with open(os.path.join(icd_dir, "mesa_fork_%s_icd.json" % drv), "w") as f:
+                    f.write('{"file_format_version": "1.0.0", "ICD": {"library_path": '
+                            '"/nonexistent/libvulkan_other.so", "api_version": "1.3.0"}}')
+            os.makedirs(os.path.join(tmp, "bin"))
+            os.symlink(bin_path("mesa-fork-vkcheck"), os.path.join(tmp, "bin", "mesa-fork-vkcheck"))
+            marker = os.path.join(tmp, "ran")
+            r = run([forklib.CLI, "run", "--prefix", tmp, "--", "touch", marker])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("refusing", r.stderr)
+            self.assertFalse(os.path.exists(marker), "CMD ran although the fork did not load")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: MIT
+"""The patch series and the CLI verbs that manage it: fetch verifies what it
+downloads, prepare and export round-trip, patches carry git mail and DEP-3."""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import forklib
+from forklib import run
+
+PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
+COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim",
+              "anv", "intel", "intel/drm-shim", "meson", "docs", "vulkan", "hk, panvk, anv")
+
+
+class Series(unittest.TestCase):
+    def test_series_is_not_empty(self):
+        self.assertGreaterEqual(len(PATCHES), 4)
+
+    def test_patches_are_git_mails_with_dep3_fields(self):
+        for p in PATCHES:
+            with self.subTest(patch=os.path.basename(p)):
+                text = open(p).read()
+                head = text.split("\n\n", 1)[0]
+                self.assertTrue(text.startswith("From 0000000000000000000000000000000000000000 "),
+                                "not a zero-commit git mail")
+                self.assertRegex(head, r"(?m)^From: .+ <.+>$")
+                m = re.search(r"(?m)^Subject: \[PATCH\] (.+)$", head)
+                self.assertTrue(m, "no Subject: [PATCH]")
+                prefix = m.group(1).split(":", 1)[0]
+                self.assertIn(prefix, COMPONENTS, "subject prefix is not a Mesa component")
+                self.assertRegex(head, r"(?m)^Forwarded: \S+")
+                self.assertRegex(head, r"(?m)^Last-Update: \d{4}-\d\d-\d\d$")
+                self.assertNotIn("\n-- \n", text, "version signature makes churn")
+
+    def test_readme_lists_every_patch_once(self):
+        readme = open(os.path.join(forklib.TOP, "patches", "README.md")).read()
+        listed = re.findall(r"\((\d{4}-[^)]*\.patch)\)", readme)
+        self.assertEqual(sorted(listed), [os.path.basename(p) for p in PATCHES])
+
+    def test_commit_messages_wrap_at_75_columns(self):
+        for p in PATCHES:
+            body = open(p).read().split("\n\n", 1)[1].split("\n---\n", 1)[0]
+            for line in body.splitlines():
+                with self.subTest(patch=os.path.basename(p), line=line[:30]):
+                    self.assertLessEqual(len(line), 75)
+
+    def test_export_check_matches_branch(self):
+        r = run([forklib.CLI, "export", "--check"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("matches branch", r.stdout)
+
+    def test_export_is_idempotent(self):
+        """Exporting twice gives the same bytes: no dates or ids that churn."""
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            for d in (a, b):
+                r = run([forklib.CLI, "export", "--output", d])
+                self.assertEqual(r.returncode, 0, r.stderr)
+            names = sorted(os.listdir(a))
+            self.assertEqual(names, sorted(os.listdir(b)))
+            self.assertEqual(names, [os.path.basename(p) for p in PATCHES])
+            for n in names:
+                self.assertEqual(open(os.path.join(a, n)).read(), open(os.path.join(b, n)).read())
+
+    def test_prepare_keeps_a_tree_that_matches(self):
+        r = run([forklib.CLI, "prepare"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("already holds base + patches/", r.stdout)
+
+
+class Fetch(unittest.TestCase):
+    def _work_with_cache(self, tmp):
+        cache = os.path.join(tmp, "cache")
+        shutil.copytree(os.path.join(forklib.WORK, "cache"), cache,
+                        ignore=shutil.ignore_patterns("*.rejected", "upstream*"))
+        return tmp
+
+    def test_fetch_accepts_verified_cache(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, MESA_FORK_WORK=self._work_with_cache(tmp))
+            r = run([forklib.CLI, "fetch"], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("sha256 verified", r.stdout)
+
+    def test_fetch_refuses_a_checksum_mismatch(self):
+        """Flip one byte of the Debian tarball; fetch must refuse, not repair silently
+        against a config that names other checksums."""
+        with tempfile.TemporaryDirectory() as tmp:
+            top = os.path.join(tmp, "repo")
+            shutil.copytree(os.path.join(forklib.TOP, "bin"), os.path.join(top, "bin"))
+            shutil.copytree(os.path.join(forklib.TOP, "config"), os.path.join(top, "config"))
+            ini = os.path.join(top, "config", "fork.ini")
+            text = open(ini).read()
+            good = forklib.config()["base"]["sha256_orig"]
+            open(ini, "w").write(text.replace(good, "0" * 64))
+            work = self._work_with_cache(os.path.join(tmp, "work"))
+            env = dict(os.environ, MESA_FORK_WORK=work)
+            r = run([os.path.join(top, "bin", "mesa-fork"), "fetch"], env=env)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("checksums do not match", r.stderr)
+            self.assertIn("expected " + "0" * 64, r.stderr)
+            rejected = glob.glob(os.path.join(work, "cache", "*.rejected"))
+            self.assertTrue(rejected, "the refused download must not stay usable")
+
+    def test_fetch_tarball_refuses_other_version(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "mesa-24.0.0")
+            os.makedirs(src)
+            open(os.path.join(src, "VERSION"), "w").write("24.0.0\n")
+            tarball = os.path.join(tmp, "mesa-24.0.0.tar.xz")
+            subprocess.run(["tar", "cJf", tarball, "-C", tmp, "mesa-24.0.0"], check=True)
+            env = dict(os.environ, MESA_FORK_WORK=os.path.join(tmp, "work"))
+            r = run([forklib.CLI, "fetch", "--tarball", tarball], env=env)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("is Mesa 24.0.0, the series is for 25.0.7", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
