@@ -2,6 +2,7 @@
 """The patch series and the CLI verbs that manage it: fetch verifies what it
 downloads, prepare and export round-trip, patches carry git mail and DEP-3."""
 
+import email
 import glob
 import os
 import re
@@ -14,7 +15,7 @@ import forklib
 from forklib import run
 
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
-COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim",
+COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
               "anv", "intel", "intel/drm-shim", "meson", "docs", "vulkan", "hk, panvk, anv")
 
 
@@ -26,16 +27,18 @@ class Series(unittest.TestCase):
         for p in PATCHES:
             with self.subTest(patch=os.path.basename(p)):
                 text = open(p).read()
-                head = text.split("\n\n", 1)[0]
                 self.assertTrue(text.startswith("From 0000000000000000000000000000000000000000 "),
                                 "not a zero-commit git mail")
-                self.assertRegex(head, r"(?m)^From: .+ <.+>$")
-                m = re.search(r"(?m)^Subject: \[PATCH\] (.+)$", head)
-                self.assertTrue(m, "no Subject: [PATCH]")
-                prefix = m.group(1).split(":", 1)[0]
+                mail = email.message_from_string(text.split("\n", 1)[1])
+                self.assertRegex(" ".join(mail["From"].split()), r"^.+ <[^ ]+@[^ ]+>$")
+                subject = " ".join(mail["Subject"].split())
+                self.assertTrue(subject.startswith("[PATCH] "), subject)
+                prefix = subject[len("[PATCH] "):].split(":", 1)[0]
                 self.assertIn(prefix, COMPONENTS, "subject prefix is not a Mesa component")
-                self.assertRegex(head, r"(?m)^Forwarded: \S+")
-                self.assertRegex(head, r"(?m)^Last-Update: \d{4}-\d\d-\d\d$")
+                self.assertLessEqual(len(subject) - len("[PATCH] "), 75, subject)
+                self.assertIn(mail["Forwarded"], ("no", "not-needed", "yes")
+                              if not (mail["Forwarded"] or "").startswith("http") else [mail["Forwarded"]])
+                self.assertRegex(mail["Last-Update"] or "", r"^\d{4}-\d\d-\d\d$")
                 self.assertNotIn("\n-- \n", text, "version signature makes churn")
 
     def test_readme_lists_every_patch_once(self):

@@ -433,6 +433,32 @@ def check_fork_loaded(prefix, conf, env):
     return ok, devs
 
 
+VULKANINFO_FIELDS = ("deviceName", "deviceType", "apiVersion", "driverID", "driverName",
+                     "driverInfo")
+
+
+def vulkaninfo_device_lines(env):
+    """Device and driver fields from `vulkaninfo --summary`. The summary shows
+    driver fields only for Vulkan 1.2 devices; for older ones (panvk on
+    Valhall reports 1.1) they come from the full VkPhysicalDeviceDriverProperties."""
+    r = subprocess.run(["vulkaninfo", "--summary"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    fields = {}
+    for l in r.stdout.split("Devices:", 1)[-1].splitlines():
+        m = re.match(r"\s*(\w+)\s*=\s*(.*)", l)
+        if m and m.group(1) in VULKANINFO_FIELDS:
+            fields.setdefault(m.group(1), m.group(2).strip())
+    if "driverInfo" not in fields:
+        r = subprocess.run(["vulkaninfo"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        sect = r.stdout.split("VkPhysicalDeviceDriverProperties", 1)[-1]
+        for l in sect.splitlines()[:8]:
+            m = re.match(r"\s*(driverID|driverName|driverInfo)\s*=\s*(.*)", l)
+            if m:
+                fields.setdefault(m.group(1), m.group(2).strip() + "  (full vulkaninfo)")
+    return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
+
+
 def demo_drivers(prefix, conf):
     """Show each installed driver working: on its device if present, else on its drm-shim."""
     tag = "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
@@ -446,20 +472,17 @@ def demo_drivers(prefix, conf):
         where = "real device" if mine else "drm-shim (%s)" % " ".join(
             "%s=%s" % kv for kv in shim_env_pairs(conf, drv).items())
         print("---- %s on %s" % (drv, where))
-        r = subprocess.run(["vulkaninfo", "--summary"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        lines = [l for l in r.stdout.splitlines()
-                 if re.match(r"\s*(deviceName|driverID|driverName|driverInfo|apiVersion|deviceType)\s*=", l)]
-        print("\n".join("  vulkaninfo: " + l.strip() for l in lines) or r.stdout[-3000:])
+        lines = vulkaninfo_device_lines(env)
+        print("\n".join("  vulkaninfo: " + l for l in lines))
         shown = any(tag in l for l in lines)
-        env["VK_INSTANCE_LAYERS"] = "VK_LAYER_KHRONOS_validation"
-        c = subprocess.run([vkcheck], env=env, stdout=subprocess.PIPE,
+        c = subprocess.run([vkcheck, "--validate"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         for l in c.stdout.splitlines():
             print("  vkcheck: " + l)
         good = shown and c.returncode == 0
-        print("  => %s" % ("OK: the fork's driver ran a compute submission"
-                           if good else "FAILED (vulkaninfo fork device: %s, vkcheck exit %d)"
+        print("  => %s" % ("OK: the fork's driver recorded and submitted compute work%s" % (
+                           " (a drm-shim executes nothing, so the data is not checked)"
+                           if shim else "") if good else "FAILED (vulkaninfo fork device: %s, vkcheck exit %d)"
                            % (shown, c.returncode)))
         ok_all &= good
     return ok_all

@@ -363,11 +363,19 @@ main(int argc, char **argv)
       return 2;
    }
 
+   /* The Khronos loader answers VK_ERROR_INITIALIZATION_FAILED, not zero
+    * devices, when no driver has a device to offer.
+    */
    uint32_t n = 0;
-   MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, NULL));
    VkPhysicalDevice pds[16];
-   n = n > 16 ? 16 : n;
-   MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, pds));
+   r = vkEnumeratePhysicalDevices(mi.instance, &n, NULL);
+   if (r == VK_ERROR_INITIALIZATION_FAILED) {
+      n = 0;
+   } else {
+      MF_CHECK(r);
+      n = n > 16 ? 16 : n;
+      MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, pds));
+   }
 
    if (o.list) {
       for (uint32_t i = 0; i < n; ++i)

@@ -1,0 +1,312 @@
+/*
+ * Copyright 2026 mesa-fork contributors
+ * SPDX-License-Identifier: MIT
+ *
+ * mesa-fork-readback-probe: for users with a GPU. For every host-visible
+ * memory type, measure readback: the GPU copies into a buffer of that type,
+ * then the CPU copies it out (with vkInvalidateMappedMemoryRanges first on a
+ * non-coherent type, as an application must), median of N runs, against a
+ * host memcpy of the same size measured in the same run. Then check
+ * coherency adversarially: the CPU dirties its cache lines of the buffer,
+ * the GPU overwrites it, and the CPU compares byte for byte without any
+ * invalidate on a coherent type.
+ *
+ *   mesa-fork-readback-probe [--size MiB] [--runs N] [--device N] [--strict]
+ *
+ * --strict exits non-zero when a coherency check fails. On a drm-shim
+ * nothing executes: the numbers mean nothing and the check fails; there it
+ * is a smoke test of the probe itself.
+ */
+
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mf_vk.h"
+
+struct ctx {
+   VkPhysicalDevice pd;
+   VkDevice dev;
+   VkQueue queue;
+   VkCommandPool pool;
+   VkCommandBuffer cmd;
+   VkFence fence;
+   VkPhysicalDeviceMemoryProperties mp;
+   VkDeviceSize atom;
+};
+
+static double
+now_s(void)
+{
+   struct timespec ts;
+   clock_gettime(CLOCK_MONOTONIC, &ts);
+   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+   double x = *(const double *)a, y = *(const double *)b;
+   return (x > y) - (x < y);
+}
+
+static double
+median(double *v, unsigned n)
+{
+   qsort(v, n, sizeof(*v), cmp_double);
+   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void
+make_buffer(struct ctx *c, VkDeviceSize size, VkBufferUsageFlags usage,
+            int type, VkBuffer *buf, VkDeviceMemory *mem)
+{
+   VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = usage,
+   };
+   MF_CHECK(vkCreateBuffer(c->dev, &bci, NULL, buf));
+   VkMemoryRequirements req;
+   vkGetBufferMemoryRequirements(c->dev, *buf, &req);
+   if (type < 0)
+      type = mf_find_memory_type(&c->mp, req.memoryTypeBits,
+                                 VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+   if (type < 0)
+      type = mf_find_memory_type(&c->mp, req.memoryTypeBits, 0);
+   VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = type,
+   };
+   MF_CHECK(vkAllocateMemory(c->dev, &ai, NULL, mem));
+   MF_CHECK(vkBindBufferMemory(c->dev, *buf, *mem, 0));
+}
+
+/* Records cmd (fill or copy into dst), submits and waits. */
+static void
+gpu_write(struct ctx *c, VkBuffer src, VkBuffer dst, VkDeviceSize size,
+          uint32_t fill)
+{
+   VkCommandBufferBeginInfo bi = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+   };
+   MF_CHECK(vkResetCommandBuffer(c->cmd, 0));
+   MF_CHECK(vkBeginCommandBuffer(c->cmd, &bi));
+   if (src) {
+      VkBufferCopy region = {0, 0, size};
+      vkCmdCopyBuffer(c->cmd, src, dst, 1, &region);
+   } else {
+      vkCmdFillBuffer(c->cmd, dst, 0, size, fill);
+   }
+   VkMemoryBarrier to_host = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+   };
+   vkCmdPipelineBarrier(c->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL,
+                        0, NULL);
+   MF_CHECK(vkEndCommandBuffer(c->cmd));
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &c->cmd,
+   };
+   MF_CHECK(vkResetFences(c->dev, 1, &c->fence));
+   MF_CHECK(vkQueueSubmit(c->queue, 1, &si, c->fence));
+   MF_CHECK(vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, 60ull * 1000000000));
+}
+
+static double
+host_memcpy_gbs(VkDeviceSize size, unsigned runs)
+{
+   char *a = malloc(size), *b = malloc(size);
+   double *t = calloc(runs, sizeof(*t));
+   memset(a, 1, size);
+   memset(b, 2, size);
+   for (unsigned i = 0; i < runs; i++) {
+      double t0 = now_s();
+      memcpy(b, a, size);
+      t[i] = now_s() - t0;
+   }
+   volatile char sink = b[size / 2];
+   (void)sink;
+   double gbs = size / median(t, runs) / 1e9;
+   free(a);
+   free(b);
+   free(t);
+   return gbs;
+}
+
+/* Returns false when the coherency check fails. */
+static bool
+probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
+           double host_gbs)
+{
+   VkMemoryPropertyFlags f = c->mp.memoryTypes[type].propertyFlags;
+   bool coherent = f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+   char flags[128];
+   mf_memory_flags_str(f, flags, sizeof(flags));
+
+   VkBuffer src, dst;
+   VkDeviceMemory src_mem, dst_mem;
+   make_buffer(c, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                           VK_BUFFER_USAGE_TRANSFER_DST_BIT, -1, &src, &src_mem);
+   make_buffer(c, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT, type, &dst, &dst_mem);
+   uint32_t *map;
+   MF_CHECK(vkMapMemory(c->dev, dst_mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
+   char *host = malloc(size);
+   double *t = calloc(runs, sizeof(*t));
+   VkMappedMemoryRange range = {
+      .sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
+      .memory = dst_mem,
+      .size = VK_WHOLE_SIZE,
+   };
+
+   gpu_write(c, VK_NULL_HANDLE, src, size, 0x01020304);
+   for (unsigned i = 0; i < runs; i++) {
+      gpu_write(c, src, dst, size, 0);
+      double t0 = now_s();
+      if (!coherent)
+         MF_CHECK(vkInvalidateMappedMemoryRanges(c->dev, 1, &range));
+      memcpy(host, map, size);
+      t[i] = now_s() - t0;
+   }
+   double gbs = size / median(t, runs) / 1e9;
+
+   /* Adversarial coherency: make the CPU hold dirty and then clean copies of
+    * every line with pattern A, let the GPU write pattern B, read without an
+    * invalidate where the type promises coherency.
+    */
+   const uint32_t a = 0xaaaaaaaa, b = 0x5b5b5b5b;
+   uint32_t words = size / 4;
+   for (uint32_t i = 0; i < words; i++)
+      map[i] = a;
+   if (!coherent)
+      MF_CHECK(vkFlushMappedMemoryRanges(c->dev, 1, &range));
+   volatile uint32_t sum = 0;
+   for (uint32_t i = 0; i < words; i += 16)
+      sum += map[i];
+   gpu_write(c, VK_NULL_HANDLE, dst, size, b);
+   if (!coherent)
+      MF_CHECK(vkInvalidateMappedMemoryRanges(c->dev, 1, &range));
+   uint64_t stale = 0;
+   for (uint32_t i = 0; i < words; i++)
+      stale += map[i] != b;
+
+   printf("type %2u %-50s readback %7.2f GB/s  host memcpy %7.2f GB/s  "
+          "host/readback %6.1fx  coherency %s (%llu of %u words stale)\n",
+          type, flags, gbs, host_gbs, host_gbs / gbs,
+          stale ? "FAIL" : "ok", (unsigned long long)stale, words);
+
+   free(host);
+   free(t);
+   vkUnmapMemory(c->dev, dst_mem);
+   vkDestroyBuffer(c->dev, src, NULL);
+   vkDestroyBuffer(c->dev, dst, NULL);
+   vkFreeMemory(c->dev, src_mem, NULL);
+   vkFreeMemory(c->dev, dst_mem, NULL);
+   return stale == 0;
+}
+
+int
+main(int argc, char **argv)
+{
+   unsigned size_mib = 32, runs = 9;
+   int device = 0;
+   bool strict = false;
+   for (int i = 1; i < argc; i++) {
+      if (!strcmp(argv[i], "--size") && i + 1 < argc)
+         size_mib = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+         runs = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+         device = strtol(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--strict"))
+         strict = true;
+      else {
+         fprintf(stderr, "usage: mesa-fork-readback-probe [--size MiB] "
+                         "[--runs N] [--device N] [--strict]\n");
+         return 64;
+      }
+   }
+   if (size_mib == 0 || runs == 0) {
+      fprintf(stderr, "mesa-fork-readback-probe: --size and --runs must be > 0\n");
+      return 64;
+   }
+
+   struct mf_instance mi;
+   MF_CHECK(mf_instance_create(&mi, "mesa-fork-readback-probe", false));
+   uint32_t n = 0;
+   MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, NULL));
+   VkPhysicalDevice pds[16];
+   n = n > 16 ? 16 : n;
+   MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, pds));
+   if (device < 0 || (unsigned)device >= n) {
+      fprintf(stderr, "mesa-fork-readback-probe: no device %d (%u found)\n",
+              device, n);
+      return 1;
+   }
+
+   struct ctx c = {.pd = pds[device]};
+   VkPhysicalDeviceProperties props;
+   vkGetPhysicalDeviceProperties(c.pd, &props);
+   vkGetPhysicalDeviceMemoryProperties(c.pd, &c.mp);
+   c.atom = props.limits.nonCoherentAtomSize;
+   printf("device: %s, %u MiB, median of %u runs\n", props.deviceName,
+          size_mib, runs);
+
+   float prio = 1.0f;
+   VkDeviceQueueCreateInfo qci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+      .queueFamilyIndex = 0,
+      .queueCount = 1,
+      .pQueuePriorities = &prio,
+   };
+   VkDeviceCreateInfo dci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+      .queueCreateInfoCount = 1,
+      .pQueueCreateInfos = &qci,
+   };
+   MF_CHECK(vkCreateDevice(c.pd, &dci, NULL, &c.dev));
+   vkGetDeviceQueue(c.dev, 0, 0, &c.queue);
+   VkCommandPoolCreateInfo pci = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+   };
+   MF_CHECK(vkCreateCommandPool(c.dev, &pci, NULL, &c.pool));
+   VkCommandBufferAllocateInfo cai = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+      .commandPool = c.pool,
+      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+      .commandBufferCount = 1,
+   };
+   MF_CHECK(vkAllocateCommandBuffers(c.dev, &cai, &c.cmd));
+   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   MF_CHECK(vkCreateFence(c.dev, &fci, NULL, &c.fence));
+
+   VkDeviceSize size = (VkDeviceSize)size_mib << 20;
+   double host_gbs = host_memcpy_gbs(size, runs);
+   unsigned probed = 0, incoherent = 0;
+   for (uint32_t i = 0; i < c.mp.memoryTypeCount; i++) {
+      if (!(c.mp.memoryTypes[i].propertyFlags &
+            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+         continue;
+      incoherent += !probe_type(&c, i, size, runs, host_gbs);
+      probed++;
+   }
+   printf("summary: %u host-visible type(s) probed, %u failed the coherency "
+          "check\n", probed, incoherent);
+
+   vkDestroyFence(c.dev, c.fence, NULL);
+   vkDestroyCommandPool(c.dev, c.pool, NULL);
+   vkDestroyDevice(c.dev, NULL);
+   mf_instance_destroy(&mi);
+   return strict && incoherent ? 1 : 0;
+}

@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""ANV i915 cached+coherent memory type (ANV_CACHED_COHERENT), end to end on
+the Intel drm-shim: what vulkaninfo lists, which PAT index the driver asks
+the kernel for, and which type real allocators pick for readback."""
+
+import json
+import os
+import re
+import tempfile
+import unittest
+
+import forklib
+from forklib import bin_path, run, shim_env
+
+DL, HV, HC, CA = 0x1, 0x2, 0x4, 0x8
+WC = DL | HV | HC          # coherent, write-combined
+NC = DL | HV | CA          # cached, not coherent
+CC = DL | HV | HC | CA     # cached and coherent: the new type
+
+PR = DL | 0x20             # protected, which the shim's kernel supports on Gfx12
+
+# Base types (the shim reports protected-content support on Gfx12, so a
+# protected type follows the stock types), then ANV's descriptor-buffer copy
+# of each non-protected base type.
+EXPECTED = {
+    # platform: (stock, fork)
+    "mtl": ([WC, NC, PR, WC, NC], [WC, NC, PR, CC, WC, NC, CC]),
+    "arl": ([WC, NC, PR, WC, NC], [WC, NC, PR, CC, WC, NC, CC]),
+    "tgl": ([DL, WC, CC, PR, DL, WC, CC],) * 2,    # LLC: unchanged
+    "adl": ([DL, WC, CC, PR, DL, WC, CC],) * 2,    # LLC: unchanged
+    "glk": ([WC, NC, WC, NC],) * 2,                # Atom-class, no set-PAT uAPI
+}
+
+# BSpec 45101: on MTL/ARL, PAT 3 is CPU write-back and GPU-snooped (1-way).
+MTL_ARL_CACHED_COHERENT_PAT = 3
+
+
+def intel_env(platform, knob=None, **extra):
+    env = shim_env("intel", INTEL_STUB_GPU_PLATFORM=platform, **extra)
+    if knob is not None:
+        env["ANV_CACHED_COHERENT"] = knob
+    return env
+
+
+def vulkaninfo_memory_types(env):
+    r = run(["vulkaninfo"], env=env)
+    if r.returncode != 0:
+        raise AssertionError("vulkaninfo failed: " + r.stderr[-2000:])
+    section = r.stdout.split("VkPhysicalDeviceMemoryProperties:", 1)[1]
+    section = section.split("VkPhysicalDeviceFeatures:", 1)[0]
+    types = re.split(r"memoryTypes\[\d+\]:", section)[1:]
+    flags = []
+    for t in types:
+        m = re.search(r"propertyFlags\s*=\s*0x([0-9a-fA-F]+)", t)
+        flags.append(int(m.group(1), 16))
+    return flags, r
+
+
+def memtypes(env, *args):
+    r = run([bin_path("mesa-fork-memtypes")] + list(args), env=env)
+    if r.returncode != 0:
+        raise AssertionError("mesa-fork-memtypes failed: " + r.stderr[-2000:])
+    return [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")], r
+
+
+class VulkaninfoMemoryTypes(unittest.TestCase):
+    def test_types_per_platform_stock_and_fork(self):
+        for plat, (stock, fork) in EXPECTED.items():
+            for label, knob, want in (("fork", None, fork), ("stock", "0", stock)):
+                with self.subTest(platform=plat, mode=label):
+                    got, _ = vulkaninfo_memory_types(intel_env(plat, knob))
+                    self.assertEqual([hex(f) for f in got], [hex(f) for f in want])
+
+    def test_knob_on_is_the_default(self):
+        got, _ = vulkaninfo_memory_types(intel_env("arl", "1"))
+        self.assertEqual(got, EXPECTED["arl"][1])
+
+    def test_malformed_knob_warns_and_is_stock(self):
+        got, r = vulkaninfo_memory_types(intel_env("arl", "cached"))
+        self.assertEqual(got, EXPECTED["arl"][0])
+        self.assertIn('ANV_CACHED_COHERENT="cached" is not a boolean', r.stderr)
+
+
+class PatIndex(unittest.TestCase):
+    def _allocs(self, knob):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "gem.jsonl")
+            facts, _ = memtypes(intel_env("arl", knob, INTEL_STUB_GPU_LOG=log), "--alloc-each")
+            gem = [json.loads(l) for l in open(log)]
+        types = {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
+        out = {}
+        for a in (f for f in facts if f["kind"] == "alloc"):
+            self.assertEqual(a["result"], "VK_SUCCESS", a)
+            # ANV may round the size up, never by 4 MiB (the spacing).
+            match = [g for g in gem if a["size"] <= g["size"] < a["size"] + (4 << 20)]
+            self.assertEqual(len(match), 1, "no unique GEM_CREATE_EXT for %s: %s" % (a, gem))
+            out[a["index"]] = (types[a["index"]], match[0]["pat_index"])
+        return out
+
+    def test_new_type_uses_the_cached_coherent_pat_entry(self):
+        allocs = self._allocs(None)
+        cc = [pat for flags, pat in allocs.values()
+              if flags == "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED"]
+        wc = [pat for flags, pat in allocs.values()
+              if flags == "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT"]
+        self.assertEqual(len(cc), 2, allocs)   # the base type and its descriptor copy
+        self.assertEqual(set(cc), {MTL_ARL_CACHED_COHERENT_PAT})
+        self.assertTrue(wc and MTL_ARL_CACHED_COHERENT_PAT not in wc, allocs)
+
+    def test_stock_never_asks_for_the_cached_coherent_entry(self):
+        allocs = self._allocs("0")
+        self.assertTrue(allocs)
+        self.assertNotIn(MTL_ARL_CACHED_COHERENT_PAT, [pat for _, pat in allocs.values()])
+
+
+class AllocatorOracle(unittest.TestCase):
+    def _choices(self, plat, knob):
+        facts, _ = memtypes(intel_env(plat, knob))
+        return {f["allocator"]: f["flags"] for f in facts if f["kind"] == "choice"}
+
+    def test_gpu_allocator_readback_on_arl(self):
+        """gpu-allocator's GpuToCpu rule: write-combined in stock, the new type with the fork."""
+        self.assertEqual(self._choices("arl", "0")["gpu-allocator"],
+                         "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT")
+        self.assertEqual(self._choices("arl", None)["gpu-allocator"],
+                         "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED")
+
+    def test_vma_readback_is_cached_on_arl(self):
+        for knob in ("0", None):
+            with self.subTest(knob=knob):
+                self.assertIn("HOST_CACHED", self._choices("arl", knob)["vma"])
+
+    def test_llc_platform_choices_unchanged(self):
+        self.assertEqual(self._choices("tgl", "0"), self._choices("tgl", None))
+
+    def test_memtypes_verb_prints_both_modes(self):
+        r = run([forklib.CLI, "memtypes", "--prefix", forklib.PREFIX, "arl"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [l.split() for l in r.stdout.splitlines() if l.startswith("arl")]
+        self.assertEqual([row[1] for row in rows], ["stock", "fork"])
+        self.assertTrue(rows[0][-1].endswith("DL|HV|HC"), rows[0])
+        self.assertTrue(rows[1][-1].endswith("DL|HV|HC|CA"), rows[1])
+
+
+class ReadbackProbe(unittest.TestCase):
+    def test_probe_covers_every_host_visible_type(self):
+        r = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "3"],
+                env=intel_env("arl"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stdout.splitlines() if l.startswith("type ")]
+        self.assertEqual(len(lines), 6, r.stdout)   # 3 host-visible base types + copies
+        self.assertTrue(all("host/readback" in l for l in lines))
+
+    def test_coherency_check_detects_stale_data(self):
+        """Nothing executes on the shim, so every GPU write is 'lost': --strict must fail."""
+        r = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "1", "--strict"],
+                env=intel_env("arl"))
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("coherency FAIL", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
