@@ -70,6 +70,31 @@ class Series(unittest.TestCase):
             for n in names:
                 self.assertEqual(open(os.path.join(a, n)).read(), open(os.path.join(b, n)).read())
 
+    def test_series_applies_onto_the_base(self):
+        """git am of patches/ onto the base gives exactly the branch's tree,
+        and quilt-style patch -p1 takes every file too."""
+        tree = os.path.join(forklib.WORK, "mesa")
+        with tempfile.TemporaryDirectory() as tmp:
+            wt = os.path.join(tmp, "wt")
+            git = lambda *a, **kw: subprocess.run(["git", "-C", wt] + list(a), capture_output=True,
+                                                  text=True, **kw)
+            r = subprocess.run(["git", "-C", tree, "worktree", "add", "--detach", wt, "base"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            try:
+                env = dict(os.environ, GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+                for p in PATCHES:
+                    r = git("apply", "--check", "-p1", p)
+                    self.assertEqual(r.returncode, 0, "%s: %s" % (os.path.basename(p), r.stderr))
+                    r = git("am", "-q", p, env=env)
+                    self.assertEqual(r.returncode, 0, "%s: %s" % (os.path.basename(p), r.stderr))
+                r = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD^{tree}"],
+                                   capture_output=True, text=True)
+                self.assertEqual(git("rev-parse", "HEAD^{tree}").stdout, r.stdout)
+            finally:
+                subprocess.run(["git", "-C", tree, "worktree", "remove", "--force", wt],
+                               capture_output=True)
+
     def test_prepare_keeps_a_tree_that_matches(self):
         r = run([forklib.CLI, "prepare"])
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -224,7 +224,8 @@ def fixed_git_env(date):
     return env
 
 
-def git(args, cwd, capture=True, check=True, env=None):
+def git(args, cwd, capture=True, check=True, env=None, raw=False):
+    """Run git; with capture, return its output (stripped unless raw)."""
     if capture:
         r = subprocess.run(["git"] + args, cwd=cwd, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -232,7 +233,7 @@ def git(args, cwd, capture=True, check=True, env=None):
             if check:
                 die("git %s failed: %s" % (" ".join(args), r.stderr.strip()))
             return ""
-        return r.stdout.strip()
+        return r.stdout if raw else r.stdout.strip()
     r = subprocess.run(["git"] + args, cwd=cwd, env=env)
     if r.returncode != 0:
         if check:
