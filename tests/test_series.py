@@ -16,6 +16,7 @@ from forklib import run
 
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
 COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
+              "drm-shim",
               "anv", "intel", "intel/drm-shim", "meson", "docs", "vulkan", "hk, panvk, anv")
 
 
