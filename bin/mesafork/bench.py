@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork bench`: side-by-side measurements, stock vs fork, same build,
+one run. Nothing here is a test: it prints figures and ratios."""
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+from . import tool
+
+# Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), for
+# comparison and for the labelled model below. Cited, not measured here.
+M2U_LAUNCHES_PER_TOKEN = 547
+M2U_BARRIERS_STOCK = 547
+M2U_BARRIERS_FIXED = 370
+M2U_US_PER_BARRIER = 20.7
+M2U_GBPS = 282.0
+
+SID_PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan",
+                "python3-gguf", "libdrm2", "libexpat1", "libzstd1", "libvulkan1"]
+
+
+class Chroot:
+    """A Debian sid chroot with llama.cpp, made once with debootstrap and
+    cached in .work/chroot/sid; the fork's .work is bind-mounted at the same
+    path so the drivers and shims built on the host load inside it."""
+
+    def __init__(self, work, codename):
+        self.work = work
+        self.root = os.path.join(work, "chroot", "sid")
+        self.codename = codename
+        self.mounts = []
+
+    def ensure(self):
+        stamp = os.path.join(self.root, ".mesa-fork-ready")
+        if os.path.exists(stamp):
+            return
+        if not shutil.which("debootstrap"):
+            with tool.step("apt-get install debootstrap"):
+                tool.run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+                         env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
+        uri, _ = tool.debian_mirror(self.codename)
+        if not os.path.exists(os.path.join(self.root, "usr", "bin", "apt-get")):
+            with tool.step("debootstrap sid into %s (mirror %s)" % (tool.rel(self.root), uri)):
+                if os.path.exists(self.root):
+                    shutil.rmtree(self.root)
+                tool.run(["debootstrap", "--variant=minbase", "sid", self.root, uri], quiet=True)
+        with self.mounted():
+            # A snapshot mirror serves an expired sid Release file; accept it.
+            apt = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]
+            with tool.step("install llama.cpp and its Vulkan backend in the chroot"):
+                self.run_in(apt + ["update"], quiet=True)
+                self.run_in(apt + ["install", "-y", "--no-install-recommends"] + SID_PACKAGES,
+                            quiet=True, env={"DEBIAN_FRONTEND": "noninteractive"})
+        open(stamp, "w").close()
+
+    @contextlib.contextmanager
+    def mounted(self):
+        inside = os.path.join(self.root, self.work.lstrip("/"))
+        os.makedirs(inside, exist_ok=True)
+        try:
+            for src, dst in (("/proc", "proc"), ("/dev", "dev"), (self.work, inside)):
+                dst = os.path.join(self.root, dst)
+                subprocess.run(["mount", "--bind", src, dst], check=True)
+                self.mounts.append(dst)
+            shutil.copyfile("/etc/resolv.conf", os.path.join(self.root, "etc", "resolv.conf"))
+            yield self
+        finally:
+            for m in reversed(self.mounts):
+                subprocess.run(["umount", "-l", m])
+            self.mounts = []
+
+    def run_in(self, cmd, env=None, quiet=False, capture=False):
+        full = ["chroot", self.root, "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/root"] + ["%s=%s" % kv for kv in (env or {}).items()] + cmd
+        if capture:
+            return subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tool.run(full, quiet=quiet)
+
+
+def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
+    """Decodes `tokens` tokens with llama-bench on the asahi shim and returns
+    the totals seen by the shim's capture."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
+        log = os.path.join(tmp, "cap.jsonl")
+        env = {"VK_DRIVER_FILES": tool.icd_json(prefix, "asahi"),
+               "LD_PRELOAD": tool.shim_lib(prefix, conf, "asahi"),
+               "ASAHI_SHIM_CAPTURE": log}
+        env.update(tool.shim_env_pairs(conf, "asahi"))
+        env.update(extra_env)
+        r = chroot.run_in(["llama-bench", "-m", model, "-p", "0", "-n", str(tokens), "-r", "1",
+                           "-o", "json"], env=env, capture=True)
+        if r.returncode != 0:
+            tool.die("llama-bench failed:\n" + r.stderr[-3000:])
+        bench = json.loads(r.stdout)
+        cmds = [json.loads(l) for l in open(log)]
+    errors = [c for c in cmds if c.get("errors")]
+    if errors:
+        tool.die("the capture could not decode a stream: %s" % errors[0])
+    unterminated = [c for c in cmds if c["type"] == "compute" and not c["terminated"]]
+    bad_end = [c for c in cmds if c["type"] == "compute" and c["launches"] and
+               not c["blocks"][-2].startswith("B")]
+    return {
+        "submissions": len({c["submit"] for c in cmds}),
+        "commands": len(cmds),
+        "launches": sum(c.get("launches", 0) for c in cmds),
+        "barriers": sum(c.get("barriers", 0) for c in cmds),
+        "unterminated": len(unterminated),
+        "streams_without_final_barrier": len(bad_end),
+        "tokens_per_s_shim": bench[0].get("avg_ts") if bench else None,
+        "model_bytes": bench[0].get("model_size") if bench else None,
+    }
+
+
+def callgrind_ir_per_dispatch(prefix, conf, lazy, n=512):
+    """Instructions the driver executes per recorded dispatch (vkCmdDispatch
+    plus its share of vkEndCommandBuffer), counted by callgrind."""
+    exe = os.path.join(prefix, "bin", "mesa-fork-scenarios")
+    env = tool.fork_env(prefix, conf, shim="asahi")
+    env["HK_LAZY_BARRIER"] = lazy
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+                            "--toggle-collect=hk_CmdDispatchBase",
+                            "--toggle-collect=hk_EndCommandBuffer",
+                            exe, "--count", str(n), "dispatches"],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            tool.die("callgrind run failed:\n" + r.stderr[-3000:])
+        text = open(out).read()
+    m = re.search(r"^summary:\s+(\d+)", text, re.M) or re.search(r"^totals:\s+(\d+)", text, re.M)
+    if not m:
+        tool.die("no callgrind summary")
+    return int(m.group(1)) / n
+
+
+def bench_hk(work, prefix, conf, tokens=(8, 24)):
+    chroot = Chroot(work, tool.os_codename())
+    chroot.ensure()
+    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+    models = os.path.join(work, "models")
+    model = os.path.join(models, "qwen3-dense.gguf")
+    with chroot.mounted():
+        if not os.path.exists(model):
+            os.makedirs(models, exist_ok=True)
+            with tool.step("write a random-weight qwen3 model (test-llama-archs)"):
+                chroot.run_in(["/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs",
+                               "-a", "^qwen3$", "-o", models],
+                              env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
+        rows = {}
+        for label, env in (("stock", {"HK_LAZY_BARRIER": "0"}), ("fork", {})):
+            with tool.step("llama-bench decode %s, %s" % (
+                    " and ".join(map(str, tokens)) + " tokens", label)):
+                a = llama_counts(chroot, prefix, conf, model, tokens[0], env)
+                b = llama_counts(chroot, prefix, conf, model, tokens[1], env)
+            per = {k: (b[k] - a[k]) / (tokens[1] - tokens[0])
+                   for k in ("submissions", "commands", "launches", "barriers")}
+            per["unterminated"] = a["unterminated"] + b["unterminated"]
+            per["streams_without_final_barrier"] = (a["streams_without_final_barrier"] +
+                                                    b["streams_without_final_barrier"])
+            per["model_bytes"] = a["model_bytes"]
+            rows[label] = per
+
+    with tool.step("callgrind: driver instructions per recorded dispatch"):
+        ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
+              "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
+
+    s, f = rows["stock"], rows["fork"]
+    print()
+    print("llama.cpp (Debian sid %s) decoding a random-weight qwen3 model on Honeykrisp,"
+          % "0.7.0")
+    print("asahi drm-shim %s; per token = difference of %d- and %d-token runs."
+          % (tool.shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
+             tokens[1], tokens[0]))
+    print("%-34s %12s %12s %10s" % ("per token", "stock", "fork", "fork/stock"))
+    for k in ("submissions", "commands", "launches", "barriers"):
+        print("%-34s %12.1f %12.1f %10.3f" % (k, s[k], f[k], f[k] / s[k] if s[k] else 0))
+    bpl = lambda r: r["barriers"] / r["launches"] if r["launches"] else 0
+    print("%-34s %12.3f %12.3f %10.3f" % ("barriers per launch", bpl(s), bpl(f),
+                                          bpl(f) / bpl(s) if bpl(s) else 0))
+    print("%-34s %12d %12d" % ("streams with a launch but no final barrier",
+                               s["streams_without_final_barrier"],
+                               f["streams_without_final_barrier"]))
+    print()
+    print("published, M2 Ultra, Qwen3-4B (cited): %d launches and %d barriers per token "
+          "stock, about %d with barriers at sync points only (%.3f barriers per launch)"
+          % (M2U_LAUNCHES_PER_TOKEN, M2U_BARRIERS_STOCK, M2U_BARRIERS_FIXED,
+             M2U_BARRIERS_FIXED / M2U_LAUNCHES_PER_TOKEN))
+    print()
+    print("%-34s %12.0f %12.0f %10.3f" % ("driver instructions per dispatch",
+                                          ir["stock"], ir["fork"], ir["fork"] / ir["stock"]))
+    print("  (callgrind, vkCmdDispatch + share of vkEndCommandBuffer, 512 dispatches)")
+    print()
+    print("MODEL, not a measurement: token time = barriers x %.1f us + weights / %.0f GB/s"
+          % (M2U_US_PER_BARRIER, M2U_GBPS))
+    print("(published M2 Ultra constants applied to the per-token counts above)")
+    for label, r in (("stock", s), ("fork", f)):
+        t = r["barriers"] * M2U_US_PER_BARRIER + (r["model_bytes"] or 0) / (M2U_GBPS * 1e3)
+        r["model_us"] = t
+        print("  %-6s %8.1f us per token" % (label, t))
+    print("  fork/stock %.3f" % (f["model_us"] / s["model_us"] if s["model_us"] else 0))
+    return rows, ir
