@@ -187,3 +187,21 @@ class BarrierMask(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DispatchProbe(unittest.TestCase):
+    """The hardware probe runs on the shim as a smoke test (nothing executes)."""
+
+    def test_prints_stock_lazy_and_mask_rows(self):
+        r = run([bin_path("mesa-fork-dispatch-probe"), "--dispatches", "16", "--runs", "1",
+                 "--mask", "0xf0"], env=shim_env("asahi"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("driver Honeykrisp", r.stdout)
+        rows = [l for l in r.stdout.splitlines() if " us " in l]
+        self.assertEqual([l.split("  ")[0] for l in rows],
+                         ["stock (HK_LAZY_BARRIER=0)", "lazy (default)", "lazy + mask 0xf0"])
+
+    def test_rejects_bad_arguments(self):
+        r = run([bin_path("mesa-fork-dispatch-probe"), "--dispatches", "0"],
+                env=shim_env("asahi"))
+        self.assertEqual(r.returncode, 64)
