@@ -487,3 +487,36 @@ def demo_drivers(prefix, conf):
                            % (shown, c.returncode)))
         ok_all &= good
     return ok_all
+
+
+# --------------------------------------------------------------------------
+# Debian source package
+
+
+def patch_debian_rules(path, tag):
+    """Name the build in driverInfo and build Honeykrisp where Debian builds
+    the other Arm Vulkan drivers."""
+    text = open(path).read()
+    anchor = "\t-Dvulkan-drivers=\"[$(VULKAN_DRIVERS_LIST)]\" \\\n"
+    if anchor not in text:
+        die("debsrc: debian/rules has no -Dvulkan-drivers line to extend")
+    text = text.replace(anchor, anchor + "\t-Dvulkan-driver-info=\"%s, Debian $(DEB_VERSION)\" \\\n"
+                        % tag, 1)
+    arm = "\tVULKAN_DRIVERS += broadcom freedreno panfrost\n"
+    if arm not in text:
+        die("debsrc: debian/rules has no Arm Vulkan driver line")
+    text = text.replace(arm, arm + "    ifeq ($(DEB_HOST_ARCH),arm64)\n"
+                        "\tVULKAN_DRIVERS += asahi\n    endif\n", 1)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def prepend_changelog(path, package, version, patches, date, who):
+    lines = ["%s (%s) UNRELEASED; urgency=medium" % (package, version), "",
+             "  * Apply the mesa-fork series (%d patches):" % len(patches)]
+    for p in patches:
+        lines.append("    - %s" % os.path.basename(p))
+    lines += ["", " -- %s  %s" % (who, date), "", ""]
+    old = open(path).read()
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + old)
