@@ -205,3 +205,63 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
         print("  %-6s %8.1f us per token" % (label, t))
     print("  fork/stock %.3f" % (f["model_us"] / s["model_us"] if s["model_us"] else 0))
     return rows, ir
+
+
+def inflight_peak(prefix, conf, kind, cmdbufs, knobs, **opts):
+    """Peak bound GPU VA (bytes) and the summary of one mesa-fork-inflight run
+    on the panthor shim."""
+    exe = os.path.join(prefix, "bin", "mesa-fork-inflight")
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "vm.jsonl")
+        env = tool.fork_env(prefix, conf, shim="panfrost")
+        env["PAN_SHIM_VM_LOG"] = log
+        env.update(knobs)
+        args = [exe, "--cmdbufs", str(cmdbufs)]
+        for k, v in opts.items():
+            args += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+        r = subprocess.run(args + [kind], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+        summary = [l for l in lines if l.get("summary")]
+        if not summary:
+            tool.die("mesa-fork-inflight failed:\n" + r.stderr[-3000:])
+        peak = max(json.loads(l)["peak"] for l in open(log))
+    return peak, summary[0]
+
+
+def bench_panvk(work, prefix, conf):
+    stock = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
+    fork = {}
+    mib = lambda b: b / (1 << 20)
+
+    def cell(peak, s):
+        return "%7.0f MiB%s" % (mib(peak), "" if not s["out_of_device_memory"] else
+                                " (%d OOM)" % s["out_of_device_memory"])
+
+    print("panvk on the panthor drm-shim (%s): peak GPU VA bound by the driver,"
+          % " ".join("%s=%s" % kv for kv in tool.shim_env_pairs(conf, "panfrost").items()))
+    print("stock = PANVK_SHARED_TLS=0 PANVK_WLS_REUSE=0, same build, one run")
+    print()
+    print("TLS: command buffers kept in flight, each one dispatch of a shader spilling "
+          "4 KiB per thread")
+    print("%-16s %22s %22s %10s" % ("in flight", "stock", "fork", "fork/stock"))
+    for n in (1, 4, 12, 32):
+        with tool.step("TLS, %d command buffers" % n):
+            s = inflight_peak(prefix, conf, "tls", n, stock, tls_kib=4)
+            f = inflight_peak(prefix, conf, "tls", n, fork, tls_kib=4)
+        print("%-16d %22s %22s %10.3f" % (n, cell(*s), cell(*f), f[0] / s[0]))
+    print()
+    print("WLS: one command buffer, dispatches of 4096 workgroups with 32 KiB shared memory")
+    print("%-16s %22s %22s %10s" % ("dispatches", "stock", "fork", "fork/stock"))
+    for d, barrier in ((1, False), (4, False), (4, True), (16, True)):
+        label = "%d%s" % (d, " + barriers" if barrier else "")
+        opts = dict(groups=4096, dispatches=d)
+        if barrier:
+            opts["barrier"] = True
+        with tool.step("WLS, %s" % label):
+            s = inflight_peak(prefix, conf, "wls", 1, stock, **opts)
+            f = inflight_peak(prefix, conf, "wls", 1, fork, **opts)
+        print("%-16s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
+    print()
+    print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
+          "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")
