@@ -120,6 +120,15 @@ class WLSReuse(unittest.TestCase):
         self.assertEqual((s["ok"], s["validation_messages"]), (1, 0))
         self.assertEqual(eight, one)
 
+    def test_grid_sized_wls_over_4_gib_is_an_error_not_a_wrap(self):
+        """65536 workgroups x 32 KiB x cores exceeds 32 bits: stock used to wrap
+        the size and allocate a fraction of it; now it fails cleanly."""
+        s, peak, _, _ = inflight("wls", validate=False, groups=1 << 16, PANVK_WLS_REUSE="0")
+        self.assertEqual((s["ok"], s["out_of_device_memory"]), (0, 1))
+        s, peak, _, _ = inflight("wls", groups=1 << 16)
+        self.assertEqual(s["ok"], 1)
+        self.assertLess(peak, 64 * MiB)
+
     def test_malformed_knob_warns_and_is_stock(self):
         _, peak, _, r = inflight("wls", groups=4096, PANVK_WLS_REUSE="2")
         self.assertIn('PANVK_WLS_REUSE="2" is not a boolean', r.stderr)

@@ -265,3 +265,80 @@ def bench_panvk(work, prefix, conf):
     print()
     print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
           "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")
+
+
+QWEN2_MODEL = "qwen2-3b-shapes-q4_0.gguf"
+
+
+def ensure_models(chroot, work):
+    """The random qwen3 model (its tokenizer seeds the others) and a Q4_0
+    qwen2 with Qwen2.5-3B's shapes, 20 layers; both cached in .work/models."""
+    models = os.path.join(work, "models")
+    os.makedirs(models, exist_ok=True)
+    tiny = os.path.join(models, "qwen3-dense.gguf")
+    if not os.path.exists(tiny):
+        with tool.step("write a random-weight qwen3 model (test-llama-archs)"):
+            chroot.run_in(["/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs",
+                           "-a", "^qwen3$", "-o", models],
+                          env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
+    q4 = os.path.join(models, QWEN2_MODEL)
+    if not os.path.exists(q4):
+        script = os.path.join(work, "tmp", "make_qwen2_model.py")
+        os.makedirs(os.path.dirname(script), exist_ok=True)
+        shutil.copyfile(os.path.join(os.path.dirname(__file__), "make_qwen2_model.py"), script)
+        f16 = os.path.join(models, "qwen2-3b-shapes-f16.gguf")
+        with tool.step("write a random qwen2 with Qwen2.5-3B shapes (python3-gguf), F16"):
+            chroot.run_in(["python3", script, tiny, f16, "20"], quiet=True)
+        with tool.step("llama-quantize to Q4_0"):
+            chroot.run_in(["llama-quantize", f16, q4, "Q4_0"], quiet=True)
+        os.unlink(f16)
+    return tiny, q4
+
+
+def llama_prefill_peak(chroot, prefix, conf, model, ubatch, fa, knobs):
+    """llama-bench -p 1024 -n 0 -b 1024 on the panthor shim: (ok, peak bytes)."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
+        log = os.path.join(tmp, "vm.jsonl")
+        env = {"VK_DRIVER_FILES": tool.icd_json(prefix, "panfrost"),
+               "LD_PRELOAD": tool.shim_lib(prefix, conf, "panfrost"),
+               "PAN_SHIM_VM_LOG": log}
+        env.update(tool.shim_env_pairs(conf, "panfrost"))
+        env.update(knobs)
+        r = chroot.run_in(["llama-bench", "-m", model, "-p", "1024", "-n", "0", "-b", "1024",
+                           "-ub", str(ubatch), "-fa", str(fa), "-r", "1", "-o", "json"],
+                          env=env, capture=True)
+        peak = max((json.loads(l)["peak"] for l in open(log)), default=0) \
+            if os.path.exists(log) else 0
+    ok = r.returncode == 0
+    why = ""
+    if not ok:
+        m = re.search(r"what\(\):\s*(.*)", r.stderr)
+        why = m.group(1).strip() if m else "exit %d" % r.returncode
+    return ok, peak, why
+
+
+def bench_panvk_llama(work, prefix, conf, ubatches=(64, 128, 256, 512, 1024, 2048)):
+    chroot = Chroot(work, tool.os_codename())
+    chroot.ensure()
+    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+    stock = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
+    rows = []
+    with chroot.mounted():
+        _, model = ensure_models(chroot, work)
+        for fa in (0, 1):
+            for ub in ubatches:
+                with tool.step("llama-bench pp1024, ubatch %d, flash attention %s"
+                               % (ub, "on" if fa else "off")):
+                    s = llama_prefill_peak(chroot, prefix, conf, model, ub, fa, stock)
+                    f = llama_prefill_peak(chroot, prefix, conf, model, ub, fa, {})
+                rows.append((fa, ub, s, f))
+    print()
+    print("llama.cpp (Debian sid 0.7.0) prefill, llama-bench -p 1024 -n 0 -b 1024, random qwen2")
+    print("with Qwen2.5-3B shapes (20 layers, Q4_0), panvk on the panthor shim (G610);")
+    print("peak GPU VA bound; VA heap of the device: [32 MiB, 4 GiB)")
+    print("%-4s %-8s %-44s %-12s" % ("fa", "ubatch", "stock (PANVK_*=0)", "fork"))
+    for fa, ub, s, f in rows:
+        cell = lambda r: ("ok   %5d MiB" % (r[1] >> 20)) if r[0] else \
+            ("FAIL %5d MiB  %s" % (r[1] >> 20, r[2][:26]))
+        print("%-4s %-8d %-44s %-12s" % ("on" if fa else "off", ub, cell(s), cell(f)))
+    return rows
