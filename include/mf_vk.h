@@ -57,3 +57,82 @@ int mf_find_memory_type(const VkPhysicalDeviceMemoryProperties *props,
 /* Writes "DEVICE_LOCAL|HOST_VISIBLE|..." into buf. */
 const char *mf_memory_flags_str(VkMemoryPropertyFlags f, char *buf,
                                 size_t size);
+
+/* A device with one queue, of family 0 unless asked otherwise (every driver
+ * here has compute there), and what the clients keep asking about it.
+ */
+struct mf_device {
+   VkPhysicalDevice pd;
+   VkDevice dev;
+   uint32_t family;
+   VkQueue queue;
+   VkPhysicalDeviceMemoryProperties mp;
+   VkCommandPool pool; /* resettable command buffers */
+};
+
+/* Exit with a message when the device cannot be created. */
+void mf_device_create(struct mf_device *d, VkPhysicalDevice pd,
+                      const VkPhysicalDeviceFeatures *features);
+void mf_device_create_family(struct mf_device *d, VkPhysicalDevice pd,
+                             uint32_t family,
+                             const VkPhysicalDeviceFeatures *features);
+void mf_device_destroy(struct mf_device *d);
+
+/* The first physical device, or exits with "no Vulkan device". The Khronos
+ * loader answers VK_ERROR_INITIALIZATION_FAILED when there is none.
+ */
+VkPhysicalDevice mf_first_physical_device(struct mf_instance *mi,
+                                          const char *app);
+
+struct mf_buffer {
+   VkBuffer buf;
+   VkDeviceMemory mem;
+   VkDeviceSize size;
+   int type;
+};
+
+/* A buffer bound to its own allocation of memory type `type`, or of the
+ * first type having `flags` when type is negative.
+ */
+void mf_buffer_create(struct mf_device *d, VkDeviceSize size,
+                      VkBufferUsageFlags usage, int type,
+                      VkMemoryPropertyFlags flags, struct mf_buffer *b);
+void mf_buffer_destroy(struct mf_device *d, struct mf_buffer *b);
+
+/* A compute pipeline whose only resource is one storage buffer at set 0,
+ * binding 0, plus push_bytes of push constants.
+ */
+struct mf_compute {
+   VkDescriptorSetLayout dsl;
+   VkPipelineLayout layout;
+   VkDescriptorPool dpool;
+   VkDescriptorSet set;
+   VkPipeline pipe;
+};
+
+void mf_compute_create(struct mf_device *d, const uint32_t *spv,
+                       size_t spv_size, uint32_t push_bytes, VkBuffer storage,
+                       const VkSpecializationInfo *spec,
+                       VkPipelineCreateFlags flags, struct mf_compute *c);
+
+/* Another pipeline with c's layout and a different specialization. */
+VkPipeline mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
+                               const uint32_t *spv, size_t spv_size,
+                               const VkSpecializationInfo *spec,
+                               VkPipelineCreateFlags flags);
+
+/* Binds the pipeline, the set and the push constants. */
+void mf_compute_bind(VkCommandBuffer cmd, const struct mf_compute *c,
+                     const void *push, uint32_t push_bytes);
+void mf_compute_destroy(struct mf_device *d, struct mf_compute *c);
+
+VkCommandBuffer mf_begin(struct mf_device *d, VkCommandBufferLevel level,
+                         VkCommandBufferUsageFlags flags);
+
+/* Ends, submits and waits for cmd with a fence. */
+void mf_submit_wait(struct mf_device *d, VkCommandBuffer cmd);
+
+/* A global memory barrier from src to dst. */
+void mf_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
+                VkAccessFlags src, VkPipelineStageFlags dst_stage,
+                VkAccessFlags dst);

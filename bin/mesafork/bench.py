@@ -83,16 +83,22 @@ class Chroot:
         tool.run(full, quiet=quiet)
 
 
+def chroot_shim_env(prefix, conf, driver, **extra):
+    """The environment (inside the chroot, which starts from an empty one)
+    that runs a program on the fork's `driver` over its drm-shim."""
+    env = {"VK_DRIVER_FILES": tool.icd_json(prefix, driver),
+           "LD_PRELOAD": tool.shim_lib(prefix, conf, driver)}
+    env.update(tool.shim_env_pairs(conf, driver))
+    env.update(extra)
+    return env
+
+
 def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
     """Decodes `tokens` tokens with llama-bench on the asahi shim and returns
     the totals seen by the shim's capture."""
     with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
         log = os.path.join(tmp, "cap.jsonl")
-        env = {"VK_DRIVER_FILES": tool.icd_json(prefix, "asahi"),
-               "LD_PRELOAD": tool.shim_lib(prefix, conf, "asahi"),
-               "ASAHI_SHIM_CAPTURE": log}
-        env.update(tool.shim_env_pairs(conf, "asahi"))
-        env.update(extra_env)
+        env = chroot_shim_env(prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log, **extra_env)
         r = chroot.run_in(["llama-bench", "-m", model, "-p", "0", "-n", str(tokens), "-r", "1",
                            "-o", "json"], env=env, capture=True)
         if r.returncode != 0:
@@ -299,11 +305,7 @@ def llama_prefill_peak(chroot, prefix, conf, model, ubatch, fa, knobs):
     """llama-bench -p 1024 -n 0 -b 1024 on the panthor shim: (ok, peak bytes)."""
     with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = {"VK_DRIVER_FILES": tool.icd_json(prefix, "panfrost"),
-               "LD_PRELOAD": tool.shim_lib(prefix, conf, "panfrost"),
-               "PAN_SHIM_VM_LOG": log}
-        env.update(tool.shim_env_pairs(conf, "panfrost"))
-        env.update(knobs)
+        env = chroot_shim_env(prefix, conf, "panfrost", PAN_SHIM_VM_LOG=log, **knobs)
         r = chroot.run_in(["llama-bench", "-m", model, "-p", "1024", "-n", "0", "-b", "1024",
                            "-ub", str(ubatch), "-fa", str(fa), "-r", "1", "-o", "json"],
                           env=env, capture=True)

@@ -178,3 +178,261 @@ mf_memory_flags_str(VkMemoryPropertyFlags f, char *buf, size_t size)
       snprintf(buf, size, "0");
    return buf;
 }
+
+void
+mf_device_create(struct mf_device *d, VkPhysicalDevice pd,
+                 const VkPhysicalDeviceFeatures *features)
+{
+   mf_device_create_family(d, pd, 0, features);
+}
+
+void
+mf_device_create_family(struct mf_device *d, VkPhysicalDevice pd,
+                        uint32_t family,
+                        const VkPhysicalDeviceFeatures *features)
+{
+   float prio = 1.0f;
+   VkDeviceQueueCreateInfo qci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+      .queueFamilyIndex = family,
+      .queueCount = 1,
+      .pQueuePriorities = &prio,
+   };
+   VkDeviceCreateInfo dci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+      .queueCreateInfoCount = 1,
+      .pQueueCreateInfos = &qci,
+      .pEnabledFeatures = features,
+   };
+   memset(d, 0, sizeof(*d));
+   d->pd = pd;
+   d->family = family;
+   MF_CHECK(vkCreateDevice(pd, &dci, NULL, &d->dev));
+   vkGetDeviceQueue(d->dev, family, 0, &d->queue);
+   vkGetPhysicalDeviceMemoryProperties(pd, &d->mp);
+   VkCommandPoolCreateInfo pci = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+      .queueFamilyIndex = family,
+   };
+   MF_CHECK(vkCreateCommandPool(d->dev, &pci, NULL, &d->pool));
+}
+
+void
+mf_device_destroy(struct mf_device *d)
+{
+   vkDestroyCommandPool(d->dev, d->pool, NULL);
+   vkDestroyDevice(d->dev, NULL);
+}
+
+VkPhysicalDevice
+mf_first_physical_device(struct mf_instance *mi, const char *app)
+{
+   uint32_t n = 1;
+   VkPhysicalDevice pd = VK_NULL_HANDLE;
+   VkResult r = vkEnumeratePhysicalDevices(mi->instance, &n, &pd);
+   if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
+      fprintf(stderr, "%s: no Vulkan device\n", app);
+      exit(1);
+   }
+   return pd;
+}
+
+void
+mf_buffer_create(struct mf_device *d, VkDeviceSize size,
+                 VkBufferUsageFlags usage, int type,
+                 VkMemoryPropertyFlags flags, struct mf_buffer *b)
+{
+   VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = usage,
+   };
+   MF_CHECK(vkCreateBuffer(d->dev, &bci, NULL, &b->buf));
+   VkMemoryRequirements req;
+   vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+   if (type < 0)
+      type = mf_find_memory_type(&d->mp, req.memoryTypeBits, flags);
+   if (type < 0) {
+      fprintf(stderr, "no memory type for the buffer\n");
+      exit(2);
+   }
+   VkMemoryAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = type,
+   };
+   MF_CHECK(vkAllocateMemory(d->dev, &ai, NULL, &b->mem));
+   MF_CHECK(vkBindBufferMemory(d->dev, b->buf, b->mem, 0));
+   b->size = size;
+   b->type = type;
+}
+
+void
+mf_buffer_destroy(struct mf_device *d, struct mf_buffer *b)
+{
+   vkDestroyBuffer(d->dev, b->buf, NULL);
+   vkFreeMemory(d->dev, b->mem, NULL);
+}
+
+VkPipeline
+mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
+                    const uint32_t *spv, size_t spv_size,
+                    const VkSpecializationInfo *spec,
+                    VkPipelineCreateFlags flags)
+{
+   VkShaderModuleCreateInfo smci = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+      .codeSize = spv_size,
+      .pCode = spv,
+   };
+   VkShaderModule sm;
+   MF_CHECK(vkCreateShaderModule(d->dev, &smci, NULL, &sm));
+   VkComputePipelineCreateInfo cpci = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .flags = flags,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = sm,
+                .pName = "main",
+                .pSpecializationInfo = spec},
+      .layout = c->layout,
+   };
+   VkPipeline pipe;
+   MF_CHECK(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &cpci, NULL,
+                                     &pipe));
+   vkDestroyShaderModule(d->dev, sm, NULL);
+   return pipe;
+}
+
+void
+mf_compute_create(struct mf_device *d, const uint32_t *spv, size_t spv_size,
+                  uint32_t push_bytes, VkBuffer storage,
+                  const VkSpecializationInfo *spec, VkPipelineCreateFlags flags,
+                  struct mf_compute *c)
+{
+   VkDescriptorSetLayoutBinding b = {
+      .binding = 0,
+      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+      .descriptorCount = 1,
+      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+   };
+   VkDescriptorSetLayoutCreateInfo dslci = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+      .bindingCount = 1,
+      .pBindings = &b,
+   };
+   MF_CHECK(vkCreateDescriptorSetLayout(d->dev, &dslci, NULL, &c->dsl));
+   VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+   VkPipelineLayoutCreateInfo plci = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+      .setLayoutCount = 1,
+      .pSetLayouts = &c->dsl,
+      .pushConstantRangeCount = push_bytes ? 1 : 0,
+      .pPushConstantRanges = &pcr,
+   };
+   MF_CHECK(vkCreatePipelineLayout(d->dev, &plci, NULL, &c->layout));
+   c->pipe = mf_compute_pipeline(d, c, spv, spv_size, spec, flags);
+
+   VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
+   VkDescriptorPoolCreateInfo dpci = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+      .maxSets = 1,
+      .poolSizeCount = 1,
+      .pPoolSizes = &ps,
+   };
+   MF_CHECK(vkCreateDescriptorPool(d->dev, &dpci, NULL, &c->dpool));
+   VkDescriptorSetAllocateInfo dsai = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+      .descriptorPool = c->dpool,
+      .descriptorSetCount = 1,
+      .pSetLayouts = &c->dsl,
+   };
+   MF_CHECK(vkAllocateDescriptorSets(d->dev, &dsai, &c->set));
+   VkDescriptorBufferInfo dbi = {storage, 0, VK_WHOLE_SIZE};
+   VkWriteDescriptorSet w = {
+      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+      .dstSet = c->set,
+      .descriptorCount = 1,
+      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+      .pBufferInfo = &dbi,
+   };
+   vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
+}
+
+void
+mf_compute_bind(VkCommandBuffer cmd, const struct mf_compute *c,
+                const void *push, uint32_t push_bytes)
+{
+   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipe);
+   vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0,
+                           1, &c->set, 0, NULL);
+   if (push_bytes) {
+      vkCmdPushConstants(cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                         push_bytes, push);
+   }
+}
+
+void
+mf_compute_destroy(struct mf_device *d, struct mf_compute *c)
+{
+   vkDestroyPipeline(d->dev, c->pipe, NULL);
+   vkDestroyDescriptorPool(d->dev, c->dpool, NULL);
+   vkDestroyPipelineLayout(d->dev, c->layout, NULL);
+   vkDestroyDescriptorSetLayout(d->dev, c->dsl, NULL);
+}
+
+VkCommandBuffer
+mf_begin(struct mf_device *d, VkCommandBufferLevel level,
+         VkCommandBufferUsageFlags flags)
+{
+   VkCommandBufferAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+      .commandPool = d->pool,
+      .level = level,
+      .commandBufferCount = 1,
+   };
+   VkCommandBuffer cmd;
+   MF_CHECK(vkAllocateCommandBuffers(d->dev, &ai, &cmd));
+   VkCommandBufferInheritanceInfo inh = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO,
+   };
+   VkCommandBufferBeginInfo bi = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = flags,
+      .pInheritanceInfo = &inh,
+   };
+   MF_CHECK(vkBeginCommandBuffer(cmd, &bi));
+   return cmd;
+}
+
+void
+mf_submit_wait(struct mf_device *d, VkCommandBuffer cmd)
+{
+   MF_CHECK(vkEndCommandBuffer(cmd));
+   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   VkFence fence;
+   MF_CHECK(vkCreateFence(d->dev, &fci, NULL, &fence));
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &cmd,
+   };
+   MF_CHECK(vkQueueSubmit(d->queue, 1, &si, fence));
+   MF_CHECK(vkWaitForFences(d->dev, 1, &fence, VK_TRUE, 60000000000ull));
+   vkDestroyFence(d->dev, fence, NULL);
+}
+
+void
+mf_barrier(VkCommandBuffer cmd, VkPipelineStageFlags src_stage,
+           VkAccessFlags src, VkPipelineStageFlags dst_stage,
+           VkAccessFlags dst)
+{
+   VkMemoryBarrier mb = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = src,
+      .dstAccessMask = dst,
+   };
+   vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, &mb, 0, NULL, 0,
+                        NULL);
+}

@@ -70,163 +70,49 @@ main(int argc, char **argv)
 
    struct mf_instance mi;
    MF_CHECK(mf_instance_create(&mi, "mesa-fork-inflight", validate));
-   uint32_t count = 1;
-   VkPhysicalDevice pd;
-   VkResult r = vkEnumeratePhysicalDevices(mi.instance, &count, &pd);
-   if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || count == 0) {
-      fprintf(stderr, "mesa-fork-inflight: no Vulkan device\n");
-      return 1;
-   }
+   struct mf_device d;
+   mf_device_create(&d, mf_first_physical_device(&mi, "mesa-fork-inflight"),
+                    NULL);
+   struct mf_buffer buf;
+   mf_buffer_create(&d, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
+                    &buf);
 
-   float prio = 1.0f;
-   VkDeviceQueueCreateInfo qci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-      .queueFamilyIndex = 0,
-      .queueCount = 1,
-      .pQueuePriorities = &prio,
-   };
-   VkDeviceCreateInfo dci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-      .queueCreateInfoCount = 1,
-      .pQueueCreateInfos = &qci,
-   };
-   VkDevice dev;
-   MF_CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
-   VkQueue queue;
-   vkGetDeviceQueue(dev, 0, 0, &queue);
-
-   VkPhysicalDeviceMemoryProperties mp;
-   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .size = 1 << 20,
-      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-   };
-   VkBuffer buf;
-   MF_CHECK(vkCreateBuffer(dev, &bci, NULL, &buf));
-   VkMemoryRequirements req;
-   vkGetBufferMemoryRequirements(dev, buf, &req);
-   VkMemoryAllocateInfo ai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = mf_find_memory_type(&mp, req.memoryTypeBits, 0),
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(dev, &ai, NULL, &mem));
-   MF_CHECK(vkBindBufferMemory(dev, buf, mem, 0));
-
-   VkShaderModuleCreateInfo smci = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-      .codeSize = tls ? sizeof(spill_spv) : sizeof(shared_spv),
-      .pCode = tls ? spill_spv : shared_spv,
-   };
-   VkShaderModule sm;
-   MF_CHECK(vkCreateShaderModule(dev, &smci, NULL, &sm));
-   VkDescriptorSetLayoutBinding b = {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-                                     VK_SHADER_STAGE_COMPUTE_BIT, NULL};
-   VkDescriptorSetLayoutCreateInfo dslci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-      .bindingCount = 1,
-      .pBindings = &b,
-   };
-   VkDescriptorSetLayout dsl;
-   MF_CHECK(vkCreateDescriptorSetLayout(dev, &dslci, NULL, &dsl));
-   VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
-   VkPipelineLayoutCreateInfo plci = {
-      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-      .setLayoutCount = 1,
-      .pSetLayouts = &dsl,
-      .pushConstantRangeCount = 1,
-      .pPushConstantRanges = &pcr,
-   };
-   VkPipelineLayout pl;
-   MF_CHECK(vkCreatePipelineLayout(dev, &plci, NULL, &pl));
    /* One pipeline per command buffer with --tls-grow, else one for all. */
+   const uint32_t *spv = tls ? spill_spv : shared_spv;
+   size_t spv_size = tls ? sizeof(spill_spv) : sizeof(shared_spv);
    unsigned npipes = grow ? n : 1;
    VkPipeline *pipes = calloc(npipes, sizeof(*pipes));
+   struct mf_compute c;
    for (unsigned p = 0; p < npipes; p++) {
       uint32_t priv_words = tls_kib * 256 * (p + 1);
       VkSpecializationMapEntry entry = {0, 0, sizeof(priv_words)};
       VkSpecializationInfo spec = {1, &entry, sizeof(priv_words), &priv_words};
-      VkComputePipelineCreateInfo cpci = {
-         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                   .module = sm,
-                   .pName = "main",
-                   .pSpecializationInfo = tls ? &spec : NULL},
-         .layout = pl,
-      };
-      MF_CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL,
-                                        &pipes[p]));
+      if (p == 0) {
+         mf_compute_create(&d, spv, spv_size, 4, buf.buf, tls ? &spec : NULL,
+                           0, &c);
+         pipes[0] = c.pipe;
+      } else {
+         pipes[p] = mf_compute_pipeline(&d, &c, spv, spv_size, &spec, 0);
+      }
    }
-   VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
-   VkDescriptorPoolCreateInfo dpci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-      .maxSets = 1,
-      .poolSizeCount = 1,
-      .pPoolSizes = &ps,
-   };
-   VkDescriptorPool dp;
-   MF_CHECK(vkCreateDescriptorPool(dev, &dpci, NULL, &dp));
-   VkDescriptorSetAllocateInfo dsai = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-      .descriptorPool = dp,
-      .descriptorSetCount = 1,
-      .pSetLayouts = &dsl,
-   };
-   VkDescriptorSet set;
-   MF_CHECK(vkAllocateDescriptorSets(dev, &dsai, &set));
-   VkDescriptorBufferInfo dbi = {buf, 0, VK_WHOLE_SIZE};
-   VkWriteDescriptorSet w = {
-      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-      .dstSet = set,
-      .descriptorCount = 1,
-      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-      .pBufferInfo = &dbi,
-   };
-   vkUpdateDescriptorSets(dev, 1, &w, 0, NULL);
 
-   VkCommandPoolCreateInfo cpoolci = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-   };
-   VkCommandPool pool;
-   MF_CHECK(vkCreateCommandPool(dev, &cpoolci, NULL, &pool));
    VkCommandBuffer *cmds = calloc(n, sizeof(*cmds));
-   VkCommandBufferAllocateInfo cbai = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-      .commandPool = pool,
-      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-      .commandBufferCount = n,
-   };
-   MF_CHECK(vkAllocateCommandBuffers(dev, &cbai, cmds));
-
    unsigned ok = 0, oom = 0, other = 0;
    for (unsigned i = 0; i < n; i++) {
-      VkCommandBufferBeginInfo bi = {
-         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-      };
-      MF_CHECK(vkBeginCommandBuffer(cmds[i], &bi));
       uint32_t words = 1 << 18;
-      vkCmdBindPipeline(cmds[i], VK_PIPELINE_BIND_POINT_COMPUTE,
-                        pipes[grow ? i : 0]);
-      vkCmdBindDescriptorSets(cmds[i], VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1,
-                              &set, 0, NULL);
-      vkCmdPushConstants(cmds[i], pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &words);
-      for (unsigned d = 0; d < dispatches; d++) {
-         if (barriers && d) {
-            VkMemoryBarrier mb = {
-               .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT,
-            };
-            vkCmdPipelineBarrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                 &mb, 0, NULL, 0, NULL);
+      cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+      c.pipe = pipes[grow ? i : 0];
+      mf_compute_bind(cmds[i], &c, &words, sizeof(words));
+      for (unsigned k = 0; k < dispatches; k++) {
+         if (barriers && k) {
+            mf_barrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT);
          }
          vkCmdDispatch(cmds[i], groups, 1, 1);
       }
-      r = vkEndCommandBuffer(cmds[i]);
+      VkResult r = vkEndCommandBuffer(cmds[i]);
       ok += r == VK_SUCCESS;
       oom += r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
       other += r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY;
@@ -237,25 +123,21 @@ main(int argc, char **argv)
             .commandBufferCount = 1,
             .pCommandBuffers = &cmds[i],
          };
-         MF_CHECK(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE));
+         MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
       }
    }
    if (do_submit)
-      MF_CHECK(vkQueueWaitIdle(queue));
+      MF_CHECK(vkQueueWaitIdle(d.queue));
 
-   vkFreeCommandBuffers(dev, pool, n, cmds);
+   vkFreeCommandBuffers(d.dev, d.pool, n, cmds);
    free(cmds);
-   vkDestroyCommandPool(dev, pool, NULL);
-   vkDestroyDescriptorPool(dev, dp, NULL);
-   for (unsigned p = 0; p < npipes; p++)
-      vkDestroyPipeline(dev, pipes[p], NULL);
+   for (unsigned p = 1; p < npipes; p++)
+      vkDestroyPipeline(d.dev, pipes[p], NULL);
+   c.pipe = pipes[0];
    free(pipes);
-   vkDestroyPipelineLayout(dev, pl, NULL);
-   vkDestroyDescriptorSetLayout(dev, dsl, NULL);
-   vkDestroyShaderModule(dev, sm, NULL);
-   vkDestroyBuffer(dev, buf, NULL);
-   vkFreeMemory(dev, mem, NULL);
-   vkDestroyDevice(dev, NULL);
+   mf_compute_destroy(&d, &c);
+   mf_buffer_destroy(&d, &buf);
+   mf_device_destroy(&d);
    unsigned messages = mi.messages;
    mf_instance_destroy(&mi);
    printf("{\"summary\": true, \"ok\": %u, \"out_of_device_memory\": %u, "

@@ -51,148 +51,31 @@ cmp_double(const void *a, const void *b)
    return (x > y) - (x < y);
 }
 
-/* Median microseconds per dispatch of one workload on a fresh device. */
+/* Median microseconds per dispatch of both workloads on a fresh device. */
 static void
 measure(VkPhysicalDevice pd, unsigned n, unsigned runs, double out[2])
 {
-   float prio = 1.0f;
-   VkDeviceQueueCreateInfo qci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-      .queueFamilyIndex = 0,
-      .queueCount = 1,
-      .pQueuePriorities = &prio,
-   };
-   VkDeviceCreateInfo dci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-      .queueCreateInfoCount = 1,
-      .pQueueCreateInfos = &qci,
-   };
-   VkDevice dev;
-   MF_CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
-   VkQueue queue;
-   vkGetDeviceQueue(dev, 0, 0, &queue);
-
-   VkPhysicalDeviceMemoryProperties mp;
-   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .size = 4096,
-      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-   };
-   VkBuffer buf;
-   MF_CHECK(vkCreateBuffer(dev, &bci, NULL, &buf));
-   VkMemoryRequirements req;
-   vkGetBufferMemoryRequirements(dev, buf, &req);
-   VkMemoryAllocateInfo ai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = mf_find_memory_type(&mp, req.memoryTypeBits, 0),
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(dev, &ai, NULL, &mem));
-   MF_CHECK(vkBindBufferMemory(dev, buf, mem, 0));
-
-   VkShaderModuleCreateInfo smci = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-      .codeSize = sizeof(fill_spv),
-      .pCode = fill_spv,
-   };
-   VkShaderModule sm;
-   MF_CHECK(vkCreateShaderModule(dev, &smci, NULL, &sm));
-   VkDescriptorSetLayoutBinding b = {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-                                     VK_SHADER_STAGE_COMPUTE_BIT, NULL};
-   VkDescriptorSetLayoutCreateInfo dslci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-      .bindingCount = 1,
-      .pBindings = &b,
-   };
-   VkDescriptorSetLayout dsl;
-   MF_CHECK(vkCreateDescriptorSetLayout(dev, &dslci, NULL, &dsl));
-   VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 8};
-   VkPipelineLayoutCreateInfo plci = {
-      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-      .setLayoutCount = 1,
-      .pSetLayouts = &dsl,
-      .pushConstantRangeCount = 1,
-      .pPushConstantRanges = &pcr,
-   };
-   VkPipelineLayout pl;
-   MF_CHECK(vkCreatePipelineLayout(dev, &plci, NULL, &pl));
-   VkComputePipelineCreateInfo cpci = {
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = sm,
-                .pName = "main"},
-      .layout = pl,
-   };
-   VkPipeline pipe;
-   MF_CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL, &pipe));
-   VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
-   VkDescriptorPoolCreateInfo dpci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-      .maxSets = 1,
-      .poolSizeCount = 1,
-      .pPoolSizes = &ps,
-   };
-   VkDescriptorPool dp;
-   MF_CHECK(vkCreateDescriptorPool(dev, &dpci, NULL, &dp));
-   VkDescriptorSetAllocateInfo dsai = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-      .descriptorPool = dp,
-      .descriptorSetCount = 1,
-      .pSetLayouts = &dsl,
-   };
-   VkDescriptorSet set;
-   MF_CHECK(vkAllocateDescriptorSets(dev, &dsai, &set));
-   VkDescriptorBufferInfo dbi = {buf, 0, VK_WHOLE_SIZE};
-   VkWriteDescriptorSet w = {
-      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-      .dstSet = set,
-      .descriptorCount = 1,
-      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-      .pBufferInfo = &dbi,
-   };
-   vkUpdateDescriptorSets(dev, 1, &w, 0, NULL);
-
-   VkCommandPoolCreateInfo cpoolci = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-   };
-   VkCommandPool pool;
-   MF_CHECK(vkCreateCommandPool(dev, &cpoolci, NULL, &pool));
+   struct mf_device d;
+   mf_device_create(&d, pd, NULL);
+   struct mf_buffer buf;
+   mf_buffer_create(&d, 4096, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0, &buf);
+   struct mf_compute c;
+   mf_compute_create(&d, fill_spv, sizeof(fill_spv), 8, buf.buf, NULL, 0, &c);
    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
    VkFence fence;
-   MF_CHECK(vkCreateFence(dev, &fci, NULL, &fence));
+   MF_CHECK(vkCreateFence(d.dev, &fci, NULL, &fence));
    double *t = calloc(runs, sizeof(*t));
 
    for (unsigned chained = 0; chained < 2; chained++) {
-      VkCommandBufferAllocateInfo cbai = {
-         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-         .commandPool = pool,
-         .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-         .commandBufferCount = 1,
-      };
-      VkCommandBuffer cmd;
-      MF_CHECK(vkAllocateCommandBuffers(dev, &cbai, &cmd));
-      VkCommandBufferBeginInfo bi = {
-         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-      };
-      MF_CHECK(vkBeginCommandBuffer(cmd, &bi));
+      VkCommandBuffer cmd = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
       uint32_t push[2] = {1, 64};
-      vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-      vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1,
-                              &set, 0, NULL);
-      vkCmdPushConstants(cmd, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 8, push);
+      mf_compute_bind(cmd, &c, push, sizeof(push));
       for (unsigned i = 0; i < n; i++) {
          if (chained && i) {
-            VkMemoryBarrier mb = {
-               .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-               .dstAccessMask = VK_ACCESS_SHADER_READ_BIT,
-            };
-            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
-                                 &mb, 0, NULL, 0, NULL);
+            mf_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT);
          }
          vkCmdDispatch(cmd, 1, 1, 1);
       }
@@ -204,30 +87,24 @@ measure(VkPhysicalDevice pd, unsigned n, unsigned runs, double out[2])
          .pCommandBuffers = &cmd,
       };
       for (unsigned r = 0; r < runs + 1; r++) {
-         MF_CHECK(vkResetFences(dev, 1, &fence));
+         MF_CHECK(vkResetFences(d.dev, 1, &fence));
          double t0 = now_us();
-         MF_CHECK(vkQueueSubmit(queue, 1, &si, fence));
-         MF_CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, 60000000000ull));
+         MF_CHECK(vkQueueSubmit(d.queue, 1, &si, fence));
+         MF_CHECK(vkWaitForFences(d.dev, 1, &fence, VK_TRUE, 60000000000ull));
          /* The first run warms caches and is not counted. */
          if (r)
             t[r - 1] = now_us() - t0;
       }
       qsort(t, runs, sizeof(*t), cmp_double);
       out[chained] = t[runs / 2] / n;
-      vkFreeCommandBuffers(dev, pool, 1, &cmd);
+      vkFreeCommandBuffers(d.dev, d.pool, 1, &cmd);
    }
 
    free(t);
-   vkDestroyFence(dev, fence, NULL);
-   vkDestroyCommandPool(dev, pool, NULL);
-   vkDestroyDescriptorPool(dev, dp, NULL);
-   vkDestroyPipeline(dev, pipe, NULL);
-   vkDestroyPipelineLayout(dev, pl, NULL);
-   vkDestroyDescriptorSetLayout(dev, dsl, NULL);
-   vkDestroyShaderModule(dev, sm, NULL);
-   vkDestroyBuffer(dev, buf, NULL);
-   vkFreeMemory(dev, mem, NULL);
-   vkDestroyDevice(dev, NULL);
+   vkDestroyFence(d.dev, fence, NULL);
+   mf_compute_destroy(&d, &c);
+   mf_buffer_destroy(&d, &buf);
+   mf_device_destroy(&d);
 }
 
 int
@@ -255,13 +132,7 @@ main(int argc, char **argv)
 
    struct mf_instance mi;
    MF_CHECK(mf_instance_create(&mi, "mesa-fork-dispatch-probe", false));
-   uint32_t count = 1;
-   VkPhysicalDevice pd;
-   VkResult r = vkEnumeratePhysicalDevices(mi.instance, &count, &pd);
-   if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || count == 0) {
-      fprintf(stderr, "mesa-fork-dispatch-probe: no Vulkan device\n");
-      return 1;
-   }
+   VkPhysicalDevice pd = mf_first_physical_device(&mi, "mesa-fork-dispatch-probe");
    VkPhysicalDeviceDriverProperties drv = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
    };

@@ -29,14 +29,9 @@
 #include "mf_vk.h"
 
 struct ctx {
-   VkPhysicalDevice pd;
-   VkDevice dev;
-   VkQueue queue;
-   VkCommandPool pool;
+   struct mf_device d;
    VkCommandBuffer cmd;
    VkFence fence;
-   VkPhysicalDeviceMemoryProperties mp;
-   VkDeviceSize atom;
 };
 
 static double
@@ -59,32 +54,6 @@ median(double *v, unsigned n)
 {
    qsort(v, n, sizeof(*v), cmp_double);
    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void
-make_buffer(struct ctx *c, VkDeviceSize size, VkBufferUsageFlags usage,
-            int type, VkBuffer *buf, VkDeviceMemory *mem)
-{
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .size = size,
-      .usage = usage,
-   };
-   MF_CHECK(vkCreateBuffer(c->dev, &bci, NULL, buf));
-   VkMemoryRequirements req;
-   vkGetBufferMemoryRequirements(c->dev, *buf, &req);
-   if (type < 0)
-      type = mf_find_memory_type(&c->mp, req.memoryTypeBits,
-                                 VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-   if (type < 0)
-      type = mf_find_memory_type(&c->mp, req.memoryTypeBits, 0);
-   VkMemoryAllocateInfo ai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = type,
-   };
-   MF_CHECK(vkAllocateMemory(c->dev, &ai, NULL, mem));
-   MF_CHECK(vkBindBufferMemory(c->dev, *buf, *mem, 0));
 }
 
 /* Records cmd (fill or copy into dst), submits and waits. */
@@ -118,9 +87,9 @@ gpu_write(struct ctx *c, VkBuffer src, VkBuffer dst, VkDeviceSize size,
       .commandBufferCount = 1,
       .pCommandBuffers = &c->cmd,
    };
-   MF_CHECK(vkResetFences(c->dev, 1, &c->fence));
-   MF_CHECK(vkQueueSubmit(c->queue, 1, &si, c->fence));
-   MF_CHECK(vkWaitForFences(c->dev, 1, &c->fence, VK_TRUE, 60ull * 1000000000));
+   MF_CHECK(vkResetFences(c->d.dev, 1, &c->fence));
+   MF_CHECK(vkQueueSubmit(c->d.queue, 1, &si, c->fence));
+   MF_CHECK(vkWaitForFences(c->d.dev, 1, &c->fence, VK_TRUE, 60ull * 1000000000));
 }
 
 static double
@@ -149,32 +118,34 @@ static bool
 probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
            double host_gbs)
 {
-   VkMemoryPropertyFlags f = c->mp.memoryTypes[type].propertyFlags;
+   VkMemoryPropertyFlags f = c->d.mp.memoryTypes[type].propertyFlags;
    bool coherent = f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
    char flags[128];
    mf_memory_flags_str(f, flags, sizeof(flags));
 
-   VkBuffer src, dst;
-   VkDeviceMemory src_mem, dst_mem;
-   make_buffer(c, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                           VK_BUFFER_USAGE_TRANSFER_DST_BIT, -1, &src, &src_mem);
-   make_buffer(c, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT, type, &dst, &dst_mem);
+   struct mf_buffer src, dst;
+   mf_buffer_create(&c->d, size,
+                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                    -1, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &src);
+   mf_buffer_create(&c->d, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT, type, 0,
+                    &dst);
    uint32_t *map;
-   MF_CHECK(vkMapMemory(c->dev, dst_mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
+   MF_CHECK(vkMapMemory(c->d.dev, dst.mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
    char *host = malloc(size);
    double *t = calloc(runs, sizeof(*t));
    VkMappedMemoryRange range = {
       .sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
-      .memory = dst_mem,
+      .memory = dst.mem,
       .size = VK_WHOLE_SIZE,
    };
 
-   gpu_write(c, VK_NULL_HANDLE, src, size, 0x01020304);
+   gpu_write(c, VK_NULL_HANDLE, src.buf, size, 0x01020304);
    for (unsigned i = 0; i < runs; i++) {
-      gpu_write(c, src, dst, size, 0);
+      gpu_write(c, src.buf, dst.buf, size, 0);
       double t0 = now_s();
       if (!coherent)
-         MF_CHECK(vkInvalidateMappedMemoryRanges(c->dev, 1, &range));
+         MF_CHECK(vkInvalidateMappedMemoryRanges(c->d.dev, 1, &range));
       memcpy(host, map, size);
       t[i] = now_s() - t0;
    }
@@ -189,13 +160,13 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
    for (uint32_t i = 0; i < words; i++)
       map[i] = a;
    if (!coherent)
-      MF_CHECK(vkFlushMappedMemoryRanges(c->dev, 1, &range));
+      MF_CHECK(vkFlushMappedMemoryRanges(c->d.dev, 1, &range));
    volatile uint32_t sum = 0;
    for (uint32_t i = 0; i < words; i += 16)
       sum += map[i];
-   gpu_write(c, VK_NULL_HANDLE, dst, size, b);
+   gpu_write(c, VK_NULL_HANDLE, dst.buf, size, b);
    if (!coherent)
-      MF_CHECK(vkInvalidateMappedMemoryRanges(c->dev, 1, &range));
+      MF_CHECK(vkInvalidateMappedMemoryRanges(c->d.dev, 1, &range));
    uint64_t stale = 0;
    for (uint32_t i = 0; i < words; i++)
       stale += map[i] != b;
@@ -207,11 +178,9 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
 
    free(host);
    free(t);
-   vkUnmapMemory(c->dev, dst_mem);
-   vkDestroyBuffer(c->dev, src, NULL);
-   vkDestroyBuffer(c->dev, dst, NULL);
-   vkFreeMemory(c->dev, src_mem, NULL);
-   vkFreeMemory(c->dev, dst_mem, NULL);
+   vkUnmapMemory(c->d.dev, dst.mem);
+   mf_buffer_destroy(&c->d, &src);
+   mf_buffer_destroy(&c->d, &dst);
    return stale == 0;
 }
 
@@ -254,48 +223,27 @@ main(int argc, char **argv)
       return 1;
    }
 
-   struct ctx c = {.pd = pds[device]};
+   struct ctx c;
    VkPhysicalDeviceProperties props;
-   vkGetPhysicalDeviceProperties(c.pd, &props);
-   vkGetPhysicalDeviceMemoryProperties(c.pd, &c.mp);
-   c.atom = props.limits.nonCoherentAtomSize;
+   vkGetPhysicalDeviceProperties(pds[device], &props);
    printf("device: %s, %u MiB, median of %u runs\n", props.deviceName,
           size_mib, runs);
-
-   float prio = 1.0f;
-   VkDeviceQueueCreateInfo qci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-      .queueFamilyIndex = 0,
-      .queueCount = 1,
-      .pQueuePriorities = &prio,
-   };
-   VkDeviceCreateInfo dci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-      .queueCreateInfoCount = 1,
-      .pQueueCreateInfos = &qci,
-   };
-   MF_CHECK(vkCreateDevice(c.pd, &dci, NULL, &c.dev));
-   vkGetDeviceQueue(c.dev, 0, 0, &c.queue);
-   VkCommandPoolCreateInfo pci = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-   };
-   MF_CHECK(vkCreateCommandPool(c.dev, &pci, NULL, &c.pool));
+   mf_device_create(&c.d, pds[device], NULL);
    VkCommandBufferAllocateInfo cai = {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-      .commandPool = c.pool,
+      .commandPool = c.d.pool,
       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
       .commandBufferCount = 1,
    };
-   MF_CHECK(vkAllocateCommandBuffers(c.dev, &cai, &c.cmd));
+   MF_CHECK(vkAllocateCommandBuffers(c.d.dev, &cai, &c.cmd));
    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-   MF_CHECK(vkCreateFence(c.dev, &fci, NULL, &c.fence));
+   MF_CHECK(vkCreateFence(c.d.dev, &fci, NULL, &c.fence));
 
    VkDeviceSize size = (VkDeviceSize)size_mib << 20;
    double host_gbs = host_memcpy_gbs(size, runs);
    unsigned probed = 0, incoherent = 0;
-   for (uint32_t i = 0; i < c.mp.memoryTypeCount; i++) {
-      if (!(c.mp.memoryTypes[i].propertyFlags &
+   for (uint32_t i = 0; i < c.d.mp.memoryTypeCount; i++) {
+      if (!(c.d.mp.memoryTypes[i].propertyFlags &
             VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
          continue;
       incoherent += !probe_type(&c, i, size, runs, host_gbs);
@@ -304,9 +252,8 @@ main(int argc, char **argv)
    printf("summary: %u host-visible type(s) probed, %u failed the coherency "
           "check\n", probed, incoherent);
 
-   vkDestroyFence(c.dev, c.fence, NULL);
-   vkDestroyCommandPool(c.dev, c.pool, NULL);
-   vkDestroyDevice(c.dev, NULL);
+   vkDestroyFence(c.d.dev, c.fence, NULL);
+   mf_device_destroy(&c.d);
    mf_instance_destroy(&mi);
    return strict && incoherent ? 1 : 0;
 }

@@ -99,50 +99,6 @@ list_device(VkPhysicalDevice pd)
           p.properties.deviceType);
 }
 
-struct buffer {
-   VkBuffer buf;
-   VkDeviceMemory mem;
-   uint32_t *map;
-};
-
-static void
-make_buffer(VkDevice dev, const VkPhysicalDeviceMemoryProperties *mp,
-            VkBufferUsageFlags usage, struct buffer *b)
-{
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .size = COUNT * sizeof(uint32_t),
-      .usage = usage,
-      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
-   };
-   MF_CHECK(vkCreateBuffer(dev, &bci, NULL, &b->buf));
-   VkMemoryRequirements req;
-   vkGetBufferMemoryRequirements(dev, b->buf, &req);
-   int type = mf_find_memory_type(mp, req.memoryTypeBits,
-                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-   if (type < 0) {
-      fprintf(stderr, "no host-visible coherent memory type\n");
-      exit(2);
-   }
-   VkMemoryAllocateInfo ai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = type,
-   };
-   MF_CHECK(vkAllocateMemory(dev, &ai, NULL, &b->mem));
-   MF_CHECK(vkBindBufferMemory(dev, b->buf, b->mem, 0));
-   MF_CHECK(vkMapMemory(dev, b->mem, 0, VK_WHOLE_SIZE, 0, (void **)&b->map));
-}
-
-static void
-free_buffer(VkDevice dev, struct buffer *b)
-{
-   vkUnmapMemory(dev, b->mem);
-   vkDestroyBuffer(dev, b->buf, NULL);
-   vkFreeMemory(dev, b->mem, NULL);
-}
-
 /* Returns the number of wrong elements (only meaningful on hardware). */
 static unsigned
 run_device(VkPhysicalDevice pd, unsigned index)
@@ -166,189 +122,62 @@ run_device(VkPhysicalDevice pd, unsigned index)
       exit(2);
    }
 
-   float prio = 1.0f;
-   VkDeviceQueueCreateInfo qci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-      .queueFamilyIndex = family,
-      .queueCount = 1,
-      .pQueuePriorities = &prio,
-   };
-   VkDeviceCreateInfo dci = {
-      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-      .queueCreateInfoCount = 1,
-      .pQueueCreateInfos = &qci,
-   };
-   VkDevice dev;
-   MF_CHECK(vkCreateDevice(pd, &dci, NULL, &dev));
-   VkQueue queue;
-   vkGetDeviceQueue(dev, family, 0, &queue);
+   struct mf_device d;
+   mf_device_create_family(&d, pd, family, NULL);
    printf("  created device, compute queue family %u\n", family);
 
-   VkPhysicalDeviceMemoryProperties mp;
-   vkGetPhysicalDeviceMemoryProperties(pd, &mp);
-   struct buffer out, copy;
-   make_buffer(dev, &mp,
-               VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                  VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
-               &out);
-   make_buffer(dev, &mp, VK_BUFFER_USAGE_TRANSFER_DST_BIT, &copy);
-   memset(out.map, 0xff, COUNT * sizeof(uint32_t));
-   memset(copy.map, 0xee, COUNT * sizeof(uint32_t));
+   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+   struct mf_buffer out, copy;
+   mf_buffer_create(&d, COUNT * sizeof(uint32_t),
+                    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                    -1, host, &out);
+   mf_buffer_create(&d, COUNT * sizeof(uint32_t),
+                    VK_BUFFER_USAGE_TRANSFER_DST_BIT, -1, host, &copy);
+   uint32_t *out_map, *copy_map;
+   MF_CHECK(vkMapMemory(d.dev, out.mem, 0, VK_WHOLE_SIZE, 0, (void **)&out_map));
+   MF_CHECK(vkMapMemory(d.dev, copy.mem, 0, VK_WHOLE_SIZE, 0, (void **)&copy_map));
+   memset(out_map, 0xff, COUNT * sizeof(uint32_t));
+   memset(copy_map, 0xee, COUNT * sizeof(uint32_t));
    printf("  allocated and mapped 2 x %zu bytes of host-visible memory\n",
           COUNT * sizeof(uint32_t));
 
-   VkShaderModuleCreateInfo smci = {
-      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-      .codeSize = sizeof(fill_spv),
-      .pCode = fill_spv,
-   };
-   VkShaderModule sm;
-   MF_CHECK(vkCreateShaderModule(dev, &smci, NULL, &sm));
-
-   VkDescriptorSetLayoutBinding binding = {
-      .binding = 0,
-      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-      .descriptorCount = 1,
-      .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
-   };
-   VkDescriptorSetLayoutCreateInfo dslci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-      .bindingCount = 1,
-      .pBindings = &binding,
-   };
-   VkDescriptorSetLayout dsl;
-   MF_CHECK(vkCreateDescriptorSetLayout(dev, &dslci, NULL, &dsl));
-   VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                              2 * sizeof(uint32_t)};
-   VkPipelineLayoutCreateInfo plci = {
-      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-      .setLayoutCount = 1,
-      .pSetLayouts = &dsl,
-      .pushConstantRangeCount = 1,
-      .pPushConstantRanges = &pcr,
-   };
-   VkPipelineLayout pl;
-   MF_CHECK(vkCreatePipelineLayout(dev, &plci, NULL, &pl));
-   VkComputePipelineCreateInfo cpci = {
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .stage =
-         {
-            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-            .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-            .module = sm,
-            .pName = "main",
-         },
-      .layout = pl,
-   };
-   VkPipeline pipe;
-   MF_CHECK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &cpci, NULL,
-                                     &pipe));
+   struct mf_compute c;
+   mf_compute_create(&d, fill_spv, sizeof(fill_spv), 2 * sizeof(uint32_t),
+                     out.buf, NULL, 0, &c);
    printf("  compiled compute pipeline (%zu bytes of SPIR-V)\n",
           sizeof(fill_spv));
 
-   VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1};
-   VkDescriptorPoolCreateInfo dpci = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-      .maxSets = 1,
-      .poolSizeCount = 1,
-      .pPoolSizes = &ps,
-   };
-   VkDescriptorPool dp;
-   MF_CHECK(vkCreateDescriptorPool(dev, &dpci, NULL, &dp));
-   VkDescriptorSetAllocateInfo dsai = {
-      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-      .descriptorPool = dp,
-      .descriptorSetCount = 1,
-      .pSetLayouts = &dsl,
-   };
-   VkDescriptorSet ds;
-   MF_CHECK(vkAllocateDescriptorSets(dev, &dsai, &ds));
-   VkDescriptorBufferInfo dbi = {out.buf, 0, VK_WHOLE_SIZE};
-   VkWriteDescriptorSet wds = {
-      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-      .dstSet = ds,
-      .descriptorCount = 1,
-      .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-      .pBufferInfo = &dbi,
-   };
-   vkUpdateDescriptorSets(dev, 1, &wds, 0, NULL);
-
-   VkCommandPoolCreateInfo cpoolci = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-      .queueFamilyIndex = family,
-   };
-   VkCommandPool cpool;
-   MF_CHECK(vkCreateCommandPool(dev, &cpoolci, NULL, &cpool));
-   VkCommandBufferAllocateInfo cbai = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-      .commandPool = cpool,
-      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-      .commandBufferCount = 1,
-   };
-   VkCommandBuffer cmd;
-   MF_CHECK(vkAllocateCommandBuffers(dev, &cbai, &cmd));
-
-   VkCommandBufferBeginInfo bi = {
-      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-   };
-   MF_CHECK(vkBeginCommandBuffer(cmd, &bi));
-   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-   vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &ds,
-                           0, NULL);
+   VkCommandBuffer cmd = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                  VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
    uint32_t push[2] = {MUL, COUNT};
-   vkCmdPushConstants(cmd, pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push),
-                      push);
+   mf_compute_bind(cmd, &c, push, sizeof(push));
    vkCmdDispatch(cmd, COUNT / 64, 1, 1);
-   VkMemoryBarrier to_copy = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-      .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
-   };
-   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_copy, 0,
-                        NULL, 0, NULL);
+   mf_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+              VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+              VK_ACCESS_TRANSFER_READ_BIT);
    VkBufferCopy region = {0, 0, COUNT * sizeof(uint32_t)};
    vkCmdCopyBuffer(cmd, out.buf, copy.buf, 1, &region);
-   VkMemoryBarrier to_host = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-      .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-      .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
-   };
-   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL,
-                        0, NULL);
-   MF_CHECK(vkEndCommandBuffer(cmd));
+   mf_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+              VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
    printf("  recorded dispatch %ux1x1, pipeline barrier, copy of %zu bytes\n",
           COUNT / 64, COUNT * sizeof(uint32_t));
 
-   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-   VkFence fence;
-   MF_CHECK(vkCreateFence(dev, &fci, NULL, &fence));
-   VkSubmitInfo si = {
-      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-      .commandBufferCount = 1,
-      .pCommandBuffers = &cmd,
-   };
-   MF_CHECK(vkQueueSubmit(queue, 1, &si, fence));
-   MF_CHECK(vkWaitForFences(dev, 1, &fence, VK_TRUE, 10ull * 1000 * 1000 * 1000));
+   mf_submit_wait(&d, cmd);
    printf("  submitted and waited on the fence\n");
 
    unsigned wrong = 0;
-   for (uint32_t i = 0; i < COUNT; ++i)
-      wrong += copy.map[i] != i * MUL;
+   for (uint32_t i = 0; i < COUNT; i++)
+      wrong += copy_map[i] != i * MUL;
    printf("  data: %u of %u elements as expected\n", COUNT - wrong, COUNT);
 
-   vkDestroyFence(dev, fence, NULL);
-   vkDestroyCommandPool(dev, cpool, NULL);
-   vkDestroyDescriptorPool(dev, dp, NULL);
-   vkDestroyPipeline(dev, pipe, NULL);
-   vkDestroyPipelineLayout(dev, pl, NULL);
-   vkDestroyDescriptorSetLayout(dev, dsl, NULL);
-   vkDestroyShaderModule(dev, sm, NULL);
-   free_buffer(dev, &out);
-   free_buffer(dev, &copy);
-   vkDestroyDevice(dev, NULL);
+   vkUnmapMemory(d.dev, out.mem);
+   vkUnmapMemory(d.dev, copy.mem);
+   mf_compute_destroy(&d, &c);
+   mf_buffer_destroy(&d, &out);
+   mf_buffer_destroy(&d, &copy);
+   mf_device_destroy(&d);
    return wrong;
 }
 
