@@ -136,6 +136,24 @@ class Fetch(unittest.TestCase):
             rejected = glob.glob(os.path.join(work, "cache", "*.rejected"))
             self.assertTrue(rejected, "the refused download must not stay usable")
 
+    def test_series_applies_to_pristine_upstream_tarball(self):
+        """fetch --tarball + prepare: the series applies to Mesa 25.0.7 without
+        Debian's patches (Debian's orig tarball is the upstream release)."""
+        c = forklib.config()["base"]
+        orig = os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % c["upstream_version"])
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, MESA_FORK_WORK=tmp)
+            r = run([forklib.CLI, "fetch", "--tarball", orig], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run([forklib.CLI, "prepare"], env=env, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("= base + %d patches" % len(PATCHES), r.stdout)
+            tree = os.path.join(tmp, "mesa")
+            base_msg = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s", "base"],
+                                      capture_output=True, text=True).stdout
+            self.assertIn("upstream tarball", base_msg)
+            self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
+
     def test_fetch_tarball_refuses_other_version(self):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "mesa-24.0.0")
