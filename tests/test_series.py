@@ -136,23 +136,50 @@ class Fetch(unittest.TestCase):
             rejected = glob.glob(os.path.join(work, "cache", "*.rejected"))
             self.assertTrue(rejected, "the refused download must not stay usable")
 
-    def test_series_applies_to_pristine_upstream_tarball(self):
+    def test_pristine_tarball_and_prepare_after_a_pull(self):
         """fetch --tarball + prepare: the series applies to Mesa 25.0.7 without
-        Debian's patches (Debian's orig tarball is the upstream release)."""
+        Debian's patches (Debian's orig tarball is the upstream release). Then
+        the prepare cases: a tree behind patches/ (a pull) is rebuilt; a tree
+        with unexported work is refused."""
         c = forklib.config()["base"]
         orig = os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % c["upstream_version"])
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, MESA_FORK_WORK=tmp)
-            r = run([forklib.CLI, "fetch", "--tarball", orig], env=env)
+            top = os.path.join(tmp, "repo")
+            for d in ("bin", "config"):
+                shutil.copytree(os.path.join(forklib.TOP, d), os.path.join(top, d))
+            os.makedirs(os.path.join(top, "patches"))
+            for p in PATCHES[:-1]:
+                shutil.copy(p, os.path.join(top, "patches"))
+            cli = os.path.join(top, "bin", "mesa-fork")
+            env = dict(os.environ, MESA_FORK_WORK=os.path.join(tmp, "work"))
+            r = run([cli, "fetch", "--tarball", orig], env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
-            r = run([forklib.CLI, "prepare"], env=env, timeout=600)
+            r = run([cli, "prepare"], env=env, timeout=600)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("= base + %d patches" % len(PATCHES), r.stdout)
-            tree = os.path.join(tmp, "mesa")
+            self.assertIn("= base + %d patches" % (len(PATCHES) - 1), r.stdout)
+            tree = os.path.join(tmp, "work", "mesa")
             base_msg = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s", "base"],
                                       capture_output=True, text=True).stdout
             self.assertIn("upstream tarball", base_msg)
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
+
+            # A pull brings the last patch: the untouched tree is rebuilt.
+            shutil.copy(PATCHES[-1], os.path.join(top, "patches"))
+            r = run([cli, "prepare"], env=env, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("patches/ changed since the tree was prepared", r.stdout)
+            self.assertIn("= base + %d patches" % len(PATCHES), r.stdout)
+
+            # Work committed in the tree and not exported: refused.
+            with open(os.path.join(tree, "README.rst"), "a") as f:
+                f.write("\nlocal work\n")
+            g = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                     GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+            subprocess.run(["git", "-C", tree, "commit", "-qam", "docs: local work"],
+                           env=g, check=True)
+            r = run([cli, "prepare"], env=env, timeout=600)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("refusing to overwrite it", r.stderr)
 
     def test_fetch_tarball_refuses_other_version(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -269,6 +269,14 @@ def series_differs(a, b):
     return diff
 
 
+def series_hash(d):
+    """One hash over the names and contents of a directory's patches."""
+    h = hashlib.sha256()
+    for p in sorted(glob.glob(os.path.join(d, "*.patch"))):
+        h.update(os.path.basename(p).encode() + b"\0" + open(p, "rb").read())
+    return h.hexdigest()
+
+
 def series_subjects(d):
     return sorted(glob.glob(os.path.join(d, "*.patch")))
 
