@@ -315,6 +315,10 @@ def driver_info_tag(conf):
 
 def build_targets(build, conf, env):
     """Ninja targets: ICDs, drm-shims and the executables of the unit suites we run."""
+    # Introspection describes the last generated build.ninja: regenerate it
+    # first, or tests added since (a pull, another commit) are missed.
+    subprocess.run(["ninja", "-C", build, "build.ninja"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     targets = []
     for drv, paths in conf["drivers"].items():
         targets += paths.split()
