@@ -2,9 +2,9 @@
 """End-to-end tests of the foundation: the installed fork on each drm-shim,
 the hk uAPI probe, the asahi shim's device models, and the CLI's run verb."""
 
+import json
 import os
 import re
-import subprocess
 import tempfile
 import unittest
 
@@ -22,7 +22,6 @@ class InstalledFork(unittest.TestCase):
             path = os.path.join(forklib.PREFIX, "share", "vulkan", "icd.d",
                                 "mesa_fork_%s_icd.json" % drv)
             self.assertTrue(os.path.exists(path), path)
-            import json
             lib = json.load(open(path))["ICD"]["library_path"]
             self.assertTrue(os.path.isabs(lib), "library_path must be absolute: %s" % lib)
             self.assertTrue(os.path.exists(lib), lib)

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 
