@@ -50,6 +50,11 @@ VkResult mf_instance_create(struct mf_instance *mi, const char *app,
                             bool validation);
 void mf_instance_destroy(struct mf_instance *mi);
 
+/* A device's properties together with its driver's (name, info, id). */
+void mf_get_driver_properties(VkPhysicalDevice pd,
+                              VkPhysicalDeviceProperties *props,
+                              VkPhysicalDeviceDriverProperties *drv);
+
 /* The first memory type in typeBits that has all of flags, or -1. */
 int mf_find_memory_type(const VkPhysicalDeviceMemoryProperties *props,
                         uint32_t type_bits, VkMemoryPropertyFlags flags);

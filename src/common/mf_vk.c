@@ -141,6 +141,21 @@ mf_instance_destroy(struct mf_instance *mi)
       vkDestroyInstance(mi->instance, NULL);
 }
 
+void
+mf_get_driver_properties(VkPhysicalDevice pd, VkPhysicalDeviceProperties *props,
+                         VkPhysicalDeviceDriverProperties *drv)
+{
+   *drv = (VkPhysicalDeviceDriverProperties){
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+   };
+   VkPhysicalDeviceProperties2 p = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+      .pNext = drv,
+   };
+   vkGetPhysicalDeviceProperties2(pd, &p);
+   *props = p.properties;
+}
+
 int
 mf_find_memory_type(const VkPhysicalDeviceMemoryProperties *props,
                     uint32_t type_bits, VkMemoryPropertyFlags flags)

@@ -133,16 +133,11 @@ main(int argc, char **argv)
    struct mf_instance mi;
    MF_CHECK(mf_instance_create(&mi, "mesa-fork-dispatch-probe", false));
    VkPhysicalDevice pd = mf_first_physical_device(&mi, "mesa-fork-dispatch-probe");
-   VkPhysicalDeviceDriverProperties drv = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
-   };
-   VkPhysicalDeviceProperties2 props = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-      .pNext = &drv,
-   };
-   vkGetPhysicalDeviceProperties2(pd, &props);
-   printf("device: %s, driver %s (%s)\n", props.properties.deviceName,
-          drv.driverName, drv.driverInfo);
+   VkPhysicalDeviceProperties props;
+   VkPhysicalDeviceDriverProperties drv;
+   mf_get_driver_properties(pd, &props, &drv);
+   printf("device: %s, driver %s (%s)\n", props.deviceName, drv.driverName,
+          drv.driverInfo);
    if (strcmp(mf_driver_kind(drv.driverID), "asahi"))
       printf("note: HK_* knobs only affect Honeykrisp; all rows will match\n");
    printf("%u dispatches per submission, median of %u submissions\n\n", n,

@@ -78,25 +78,20 @@ json_str(const char *s)
 static void
 list_device(VkPhysicalDevice pd)
 {
-   VkPhysicalDeviceDriverProperties drv = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
-   };
-   VkPhysicalDeviceProperties2 p = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-      .pNext = &drv,
-   };
-   vkGetPhysicalDeviceProperties2(pd, &p);
+   VkPhysicalDeviceProperties props;
+   VkPhysicalDeviceDriverProperties drv;
+   mf_get_driver_properties(pd, &props, &drv);
    printf("{\"name\": ");
-   json_str(p.properties.deviceName);
+   json_str(props.deviceName);
    printf(", \"driver\": ");
    json_str(drv.driverName);
    printf(", \"driver_kind\": \"%s\", \"info\": ", mf_driver_kind(drv.driverID));
    json_str(drv.driverInfo);
    printf(", \"api\": \"%u.%u.%u\", \"device_type\": %d}\n",
-          VK_API_VERSION_MAJOR(p.properties.apiVersion),
-          VK_API_VERSION_MINOR(p.properties.apiVersion),
-          VK_API_VERSION_PATCH(p.properties.apiVersion),
-          p.properties.deviceType);
+          VK_API_VERSION_MAJOR(props.apiVersion),
+          VK_API_VERSION_MINOR(props.apiVersion),
+          VK_API_VERSION_PATCH(props.apiVersion),
+          props.deviceType);
 }
 
 /* Returns the number of wrong elements (only meaningful on hardware). */
