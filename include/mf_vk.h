@@ -81,6 +81,11 @@ void mf_device_create(struct mf_device *d, VkPhysicalDevice pd,
 void mf_device_create_family(struct mf_device *d, VkPhysicalDevice pd,
                              uint32_t family,
                              const VkPhysicalDeviceFeatures *features);
+/* The same with a VkDeviceCreateInfo pNext chain (feature structs). */
+void mf_device_create_chain(struct mf_device *d, VkPhysicalDevice pd,
+                            uint32_t family,
+                            const VkPhysicalDeviceFeatures *features,
+                            const void *pnext);
 void mf_device_destroy(struct mf_device *d);
 
 /* The first physical device, or exits with "no Vulkan device". The Khronos

@@ -103,7 +103,10 @@ def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
         if r.returncode != 0:
             tool.die("llama-bench failed:\n" + r.stderr[-3000:])
         bench = json.loads(r.stdout)
-        cmds = [json.loads(l) for l in open(log)]
+        with open(log) as f:
+            cmds = [json.loads(l) for l in f]
+    # One line per hardware command; "submit" numbers the SUBMIT ioctls.
+    cmds = [c for c in cmds if c["type"] in ("compute", "render")]
     errors = [c for c in cmds if c.get("errors")]
     if errors:
         tool.die("the capture could not decode a stream: %s" % errors[0])
@@ -158,7 +161,8 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
                                "-a", "^qwen3$", "-o", models],
                               env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
         rows = {}
-        for label, env in (("stock", {"HK_LAZY_BARRIER": "0"}), ("fork", {})):
+        for label, env in (("stock", {"HK_LAZY_BARRIER": "0"}), ("fork", {}),
+                           ("fork+batch", {"HK_PERFTEST": "batch"})):
             with tool.step("llama-bench decode %s, %s" % (
                     " and ".join(map(str, tokens)) + " tokens", label)):
                 a = llama_counts(chroot, prefix, conf, model, tokens[0], env)
@@ -175,22 +179,30 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
         ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
               "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
 
-    s, f = rows["stock"], rows["fork"]
+    s, f, fb = rows["stock"], rows["fork"], rows["fork+batch"]
     print()
     print("llama.cpp (Debian sid %s) decoding a random-weight qwen3 model on Honeykrisp,"
           % "0.7.0")
     print("asahi drm-shim %s; per token = difference of %d- and %d-token runs."
           % (tool.shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
              tokens[1], tokens[0]))
-    print("%-34s %12s %12s %10s" % ("per token", "stock", "fork", "fork/stock"))
+    print("fork+batch is the fork with HK_PERFTEST=batch (up to 64 kernel commands per")
+    print("SUBMIT ioctl; off by default, see docs/changes/hk-uapi.md).")
+    ratio = lambda a, b: a / b if b else 0
+    print("%-34s %12s %12s %12s %10s %10s" % ("per token", "stock", "fork", "fork+batch",
+                                              "fork/stock", "batch/stock"))
+    names = {"submissions": "SUBMIT ioctls", "commands": "kernel commands"}
     for k in ("submissions", "commands", "launches", "barriers"):
-        print("%-34s %12.1f %12.1f %10.3f" % (k, s[k], f[k], f[k] / s[k] if s[k] else 0))
+        print("%-34s %12.1f %12.1f %12.1f %10.3f %10.3f" % (
+            names.get(k, k), s[k], f[k], fb[k], ratio(f[k], s[k]), ratio(fb[k], s[k])))
     bpl = lambda r: r["barriers"] / r["launches"] if r["launches"] else 0
-    print("%-34s %12.3f %12.3f %10.3f" % ("barriers per launch", bpl(s), bpl(f),
-                                          bpl(f) / bpl(s) if bpl(s) else 0))
-    print("%-34s %12d %12d" % ("streams with a launch but no final barrier",
-                               s["streams_without_final_barrier"],
-                               f["streams_without_final_barrier"]))
+    print("%-34s %12.3f %12.3f %12.3f %10.3f %10.3f" % (
+        "barriers per launch", bpl(s), bpl(f), bpl(fb), ratio(bpl(f), bpl(s)),
+        ratio(bpl(fb), bpl(s))))
+    print("%-34s %12d %12d %12d" % ("streams with a launch but no final barrier",
+                                    s["streams_without_final_barrier"],
+                                    f["streams_without_final_barrier"],
+                                    fb["streams_without_final_barrier"]))
     print()
     print("published, M2 Ultra, Qwen3-4B (cited): %d launches and %d barriers per token "
           "stock, about %d with barriers at sync points only (%.3f barriers per launch)"

@@ -30,6 +30,7 @@ mf_result_str(VkResult r)
       CASE(VK_ERROR_TOO_MANY_OBJECTS);
       CASE(VK_ERROR_FORMAT_NOT_SUPPORTED);
       CASE(VK_ERROR_UNKNOWN);
+      CASE(VK_ERROR_NOT_PERMITTED_KHR);
 #undef CASE
    default:
       return "VkResult(?)";
@@ -206,6 +207,15 @@ mf_device_create_family(struct mf_device *d, VkPhysicalDevice pd,
                         uint32_t family,
                         const VkPhysicalDeviceFeatures *features)
 {
+   mf_device_create_chain(d, pd, family, features, NULL);
+}
+
+void
+mf_device_create_chain(struct mf_device *d, VkPhysicalDevice pd,
+                       uint32_t family,
+                       const VkPhysicalDeviceFeatures *features,
+                       const void *pnext)
+{
    float prio = 1.0f;
    VkDeviceQueueCreateInfo qci = {
       .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -215,6 +225,7 @@ mf_device_create_family(struct mf_device *d, VkPhysicalDevice pd,
    };
    VkDeviceCreateInfo dci = {
       .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+      .pNext = pnext,
       .queueCreateInfoCount = 1,
       .pQueueCreateInfos = &qci,
       .pEnabledFeatures = features,

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: MIT
+"""The mainline drm/asahi uAPI header for Honeykrisp.
+
+Honeykrisp is built against <drm/asahi_drm.h>, which Debian ships in
+sid's linux-libc-dev (7.2 today). The package is downloaded
+with apt from the machine's own Debian mirror through a private apt state
+under .work/apt (the machine's sources and package lists are not touched,
+nothing is installed) and its drm/ headers are unpacked with dpkg -x into
+.work/deps/asahi-uapi/include, which the build puts on the include path.
+The whole usr/include of the package is kept there and searched *after*
+the system's headers (-idirafter): the machine's own kernel headers win
+wherever they exist, and only what they lack (drm/asahi_drm.h and the
+newer linux/ headers its drm.h includes) comes from the package. Mesa's
+meson then checks that the header has what hk needs.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+
+from mesafork import tool
+
+
+def include_dir(work):
+    return os.path.join(work, "deps", "asahi-uapi", "include")
+
+
+def _apt_options(root, sources):
+    return ["-o", "Dir::Etc::SourceList=" + sources,
+            "-o", "Dir::Etc::SourceParts=/nonexistent",
+            "-o", "Dir::State::Lists=" + os.path.join(root, "lists"),
+            "-o", "Dir::Cache=" + os.path.join(root, "cache"),
+            # Snapshot mirrors serve an expired Release file for sid.
+            "-o", "Acquire::Check-Valid-Until=false",
+            "-o", "Acquire::Languages=none",
+            "-o", "APT::Sandbox::User=root"]
+
+
+def fetch(work, conf, codename):
+    """Unpacks the configured package's headers into include_dir(work).
+    Returns a one-line description of where it came from."""
+    c = conf["asahi_uapi"]
+    dest = include_dir(work)
+    stamp = os.path.join(dest, ".source")
+    header = os.path.join(dest, c["header"])
+    if os.path.exists(header) and os.path.exists(stamp):
+        return open(stamp).read().strip()
+
+    root = os.path.join(work, "apt", c["suite"])
+    for d in ("lists/partial", "cache/archives/partial", "download"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    uri, signed = tool.debian_mirror(codename)
+    keyring = signed or "/usr/share/keyrings/debian-archive-keyring.gpg"
+    sources = os.path.join(root, "sources.list")
+    with open(sources, "w") as f:
+        f.write("deb [signed-by=%s] %s %s main\n" % (keyring, uri, c["suite"]))
+    opts = _apt_options(root, sources)
+    with tool.step("apt-get update (private state for %s, in %s)" % (c["suite"], tool.rel(root))):
+        tool.run(["apt-get"] + opts + ["update"], quiet=True)
+    dl = os.path.join(root, "download")
+    for old in glob.glob(os.path.join(dl, "*.deb")):
+        os.unlink(old)
+    with tool.step("apt-get download %s/%s" % (c["package"], c["suite"])):
+        tool.run(["apt-get"] + opts + ["download", "%s:all" % c["package"]], cwd=dl, quiet=True)
+    debs = glob.glob(os.path.join(dl, "*.deb"))
+    if len(debs) != 1:
+        tool.die("expected one %s package in %s, found %d" % (c["package"], dl, len(debs)))
+    unpacked = os.path.join(root, "unpacked")
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with tool.step("dpkg -x %s" % os.path.basename(debs[0])):
+        subprocess.run(["dpkg", "-x", debs[0], unpacked], check=True)
+    src = os.path.join(unpacked, "usr", "include")
+    if not os.path.exists(os.path.join(src, c["header"])):
+        tool.die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
+                 "uAPI header (Linux 6.16 or later)" % (os.path.basename(debs[0]), c["header"]))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copytree(src, dest)
+    what = "%s from %s (%s)" % (c["header"], os.path.basename(debs[0]), c["suite"])
+    with open(stamp, "w") as f:
+        f.write(what + "\n")
+    return what

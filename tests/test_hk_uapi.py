@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: MIT
+"""Honeykrisp on the mainline drm/asahi uAPI, end to end on the asahi
+drm-shim: what hk asks the kernel for (queues, binds, timestamp objects,
+commands), recorded by the shim's capture (ASAHI_SHIM_CAPTURE). The shim
+refuses what the mainline kernel refuses, so every run here also checks
+that hk's requests are ones the kernel accepts."""
+
+import json
+import os
+import tempfile
+import unittest
+
+from forklib import bin_path, run, shim_env
+
+FOUR_GIB = 1 << 32
+READ, WRITE = 1 << 1, 1 << 2
+
+
+def capture(argv, **env):
+    """Runs argv on the asahi shim; returns (capture lines, process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "cap.jsonl")
+        r = run(argv, env=shim_env("asahi", ASAHI_SHIM_CAPTURE=log, **env))
+        lines = []
+        if os.path.exists(log):
+            with open(log) as f:
+                lines = [json.loads(l) for l in f]
+    return lines, r
+
+
+def of_type(lines, *types):
+    return [l for l in lines if l["type"] in types]
+
+
+def hk_uapi(check, **env):
+    lines, r = capture([bin_path("mesa-fork-hk-uapi"), check], **env)
+    if r.returncode != 0:
+        raise AssertionError("%s failed (%d): %s%s" % (check, r.returncode, r.stdout,
+                                                       r.stderr[-3000:]))
+    return lines, r
+
+
+def scenario(name, count=4, **env):
+    lines, r = capture([bin_path("mesa-fork-scenarios"), "--validate", "--count",
+                        str(count), name], **env)
+    if r.returncode != 0:
+        raise AssertionError("%s failed (%d): %s%s" % (name, r.returncode, r.stdout,
+                                                      r.stderr[-3000:]))
+    return lines, r
+
+
+class GlobalPriority(unittest.TestCase):
+    def test_high_and_realtime_are_not_permitted(self):
+        """The kernel refuses HIGH and REALTIME queues to every process: hk says
+        VK_ERROR_NOT_PERMITTED at vkCreateDevice and never asks it."""
+        lines, r = hk_uapi("priority")
+        got = dict(l.split(": ", 1) for l in r.stdout.splitlines()
+                   if l.startswith("priority "))
+        self.assertEqual(got, {
+            "priority LOW": "VK_SUCCESS",
+            "priority MEDIUM": "VK_SUCCESS",
+            "priority HIGH": "VK_ERROR_NOT_PERMITTED_KHR",
+            "priority REALTIME": "VK_ERROR_NOT_PERMITTED_KHR",
+        }, r.stdout + r.stderr[-2000:])
+        # The mainline enum: LOW = 0, MEDIUM = 1 (25.0.7 sent 3 and 2).
+        self.assertEqual([q["priority"] for q in of_type(lines, "queue")], [0, 1])
+
+    def test_default_queue_is_medium(self):
+        lines, _ = scenario("dispatches", count=1)
+        self.assertEqual([q["priority"] for q in of_type(lines, "queue")], [1])
+
+
+class UscBase(unittest.TestCase):
+    def test_given_once_per_queue_and_4gib_aligned(self):
+        """Every queue gets the USC heap base, 4 GiB aligned, inside the VA
+        window; every launch's pipeline, taken from it, is mapped (the
+        capture reports an error otherwise)."""
+        for model in ("m1", "m1max", "m2ultra"):
+            with self.subTest(model=model):
+                lines, _ = scenario("dispatches", count=3, ASAHI_SHIM_DEVICE=model)
+                queues = of_type(lines, "queue")
+                self.assertEqual(len(queues), 1, queues)
+                base = queues[0]["usc_exec_base"]
+                self.assertEqual(base % FOUR_GIB, 0, hex(base))
+                self.assertGreaterEqual(base, 1 << 36, "below the robustness carve-out")
+                compute = of_type(lines, "compute")
+                self.assertTrue(compute)
+                for c in compute:
+                    self.assertEqual(c["errors"], [], c)
+                    self.assertEqual(c["launches"], 3)
+
+
+class Binds(unittest.TestCase):
+    def test_new_flag_bits(self):
+        """Every bind is READ or READ|WRITE in the mainline bit positions."""
+        lines, _ = scenario("dispatches", count=1)
+        binds = of_type(lines, "bind")
+        self.assertGreater(len(binds), 5)
+        for b in binds:
+            self.assertIn(b["flags"], (READ, READ | WRITE), b)
+            self.assertEqual(b["addr"] % 16384, 0)
+            self.assertLessEqual(b["offset"] + b["range"], b["bo_size"], b)
+        self.assertIn(READ | WRITE, [b["flags"] for b in binds])
+
+    def test_buffer_va_bound_within_its_memory_and_unbound_at_destroy(self):
+        """A buffer with a VA of its own (capture/replay, later sparse) is bound
+        over the memory past its offset only, although its VA is larger
+        (rounded up, plus a guard page), read-write, and its VA is unbound
+        when the buffer is destroyed."""
+        lines, r = hk_uapi("replay-buffer")
+        info = [l for l in r.stdout.splitlines() if l.startswith("replay-buffer: size")]
+        self.assertEqual(len(info), 1, r.stdout)
+        words = info[0].replace(",", "").split()
+        size, memory, offset, addr = (int(words[2]), int(words[4]), int(words[6]),
+                                      int(words[8], 16))
+        self.assertGreater(offset, 0)
+        self.assertEqual(memory % 16384, 0)
+
+        binds = [b for b in of_type(lines, "bind") if b["addr"] == addr]
+        self.assertEqual(len(binds), 1, "one bind at the buffer's address")
+        b = binds[0]
+        self.assertEqual((b["offset"], b["bo_size"]), (offset, memory))
+        self.assertEqual(b["range"], memory - offset)
+        self.assertGreaterEqual(b["range"], size)
+        self.assertEqual(b["flags"], READ | WRITE)
+
+        unbinds = [u for u in of_type(lines, "unbind") if u["addr"] == addr]
+        self.assertEqual([u["range"] for u in unbinds], [b["range"]])
+        self.assertGreater(lines.index(unbinds[0]), lines.index(b))
+
+
+class Timestamps(unittest.TestCase):
+    def test_through_bind_object_handles(self):
+        """Timestamp queries write through objects the kernel handed out with
+        GEM_BIND_OBJECT; handles start at 1."""
+        lines, _ = scenario("timestamp")
+        objects = of_type(lines, "object")
+        self.assertTrue(objects, "the query pool is bound as a timestamp object")
+        handles = {o["object"] for o in objects}
+        self.assertTrue(all(h >= 1 for h in handles), handles)
+        for o in objects:
+            self.assertEqual(o["range"] % 16384, 0)
+        stamped = [c for c in of_type(lines, "compute") if c["ts_end"]]
+        self.assertTrue(stamped, "a compute command carries the end timestamp")
+        self.assertTrue({c["ts_end"] for c in stamped} <= handles, (stamped, handles))
+        # The two vkCmdWriteTimestamp queries land in two slots of the pool.
+        offsets = [c["ts_end_offset"] for c in stamped]
+        self.assertEqual(len(set(offsets)), 2, offsets)
+        for off in offsets:
+            self.assertEqual(off % 8, 0)
+            self.assertLessEqual(off + 8, objects[0]["range"])
+
+
+class RenderCommand(unittest.TestCase):
+    def test_render_pass_reaches_the_kernel_in_the_new_form(self):
+        lines, _ = hk_uapi("render")
+        renders = of_type(lines, "render")
+        self.assertEqual(len(renders), 1, lines)
+        r = renders[0]
+        self.assertEqual((r["width"], r["height"], r["layers"], r["samples"]),
+                         (64, 32, 1, 1))
+        self.assertIn(r["utile"], ([32, 32], [32, 16], [16, 16]))
+        self.assertEqual(r["flags"] & ~0x40007, 0, "only flags the kernel knows")
+        # A pass without draws only clears: every tile must still be processed.
+        self.assertTrue(r["flags"] & 0x2, "DRM_ASAHI_RENDER_PROCESS_EMPTY_TILES")
+        # The kernel sizes the tilebuffer from the per-sample size.
+        self.assertGreater(r["sample_size"], 0)
+        # ISP ZLS pixels: height - 1 from bit 15.
+        self.assertEqual(r["isp_zls_pixels"] >> 15, 32 - 1)
+        # dispatch, render, dispatch: three commands, ordered on both subqueues.
+        cmds = of_type(lines, "compute", "render")
+        self.assertEqual([c["type"] for c in cmds], ["compute", "render", "compute"])
+
+
+class Syncs(unittest.TestCase):
+    def test_waits_on_the_first_ioctl_signals_on_the_last(self):
+        """A vkQueueSubmit of three compute streams goes as three ioctls (one
+        command each by default): the first waits on the semaphore, the
+        last signals the semaphore, the fence and the queue's timeline, the
+        one in between has no sync at all."""
+        lines, _ = hk_uapi("semaphores")
+        cmds = of_type(lines, "compute")
+        self.assertEqual(len(cmds), 4, cmds)
+        first, second = cmds[0], cmds[1:]
+        self.assertEqual(len(first["signals"]), 2, "semaphore and queue timeline")
+        semaphore, timeline = first["signals"]
+        self.assertEqual([c["waits"] for c in second], [[semaphore], [], []])
+        self.assertEqual([len(c["signals"]) for c in second], [0, 0, 3])
+        last = second[-1]["signals"]
+        self.assertEqual(last[-1], timeline)
+        self.assertEqual(len(set(last + [semaphore])), 4,
+                         "signals a new semaphore and the fence: %s" % last)
+
+    def test_submit_failure_is_device_lost(self):
+        """The kernel fails every SUBMIT once the GPU has crashed (ENODEV): the
+        application gets VK_ERROR_DEVICE_LOST, not an abort or a hang."""
+        _, r = capture([bin_path("mesa-fork-scenarios"), "--count", "3", "chain"],
+                       ASAHI_SHIM_CRASH_AFTER="1")
+        self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+        self.assertIn("VK_ERROR_DEVICE_LOST", r.stderr)
+        self.assertIn("the GPU has crashed", r.stderr)
+
+
+class Submission(unittest.TestCase):
+    def submits(self, lines):
+        by = {}
+        for c in of_type(lines, "compute", "render"):
+            by.setdefault(c["submit"], []).append(c)
+        return [by[k] for k in sorted(by)]
+
+    def test_one_command_per_submit_by_default(self):
+        lines, _ = scenario("chain", count=5)
+        subs = self.submits(lines)
+        self.assertEqual([len(s) for s in subs], [1] * 5)
+        # Only the last ioctl of the vkQueueSubmit signals; each waits on the
+        # compute work of the previous ones (barrier 0 = earlier ioctls).
+        self.assertEqual([s[0]["cdm_barrier"] for s in subs], [0] * 5)
+        self.assertEqual([s[0]["out_syncs"] > 0 for s in subs], [False] * 4 + [True])
+
+    def test_batched_submission_splits_and_rebases_barriers(self):
+        """HK_PERFTEST=batch: 70 compute commands go as 64 + 6 in two ioctls;
+        barrier indices are relative to each ioctl (the shim refuses one
+        beyond the commands it has seen), the first ioctl waits, the last
+        signals."""
+        stock, _ = scenario("chain", count=70)
+        lines, _ = scenario("chain", count=70, HK_PERFTEST="batch")
+        subs = self.submits(lines)
+        self.assertEqual([len(s) for s in subs], [64, 6])
+        self.assertEqual([c["cdm_barrier"] for c in subs[0]], list(range(64)))
+        self.assertEqual([c["cdm_barrier"] for c in subs[1]], list(range(6)))
+        self.assertEqual([c["vdm_barrier"] for s in subs for c in s], [0] * 70)
+        self.assertEqual(subs[0][0]["out_syncs"], 0)
+        self.assertGreater(subs[1][0]["out_syncs"], 0)
+        # Same streams as one command per ioctl, in the same order.
+        self.assertEqual([c["blocks"] for c in of_type(lines, "compute")],
+                         [c["blocks"] for c in of_type(stock, "compute")])
+
+    def test_batched_small_submission_is_one_ioctl(self):
+        lines, _ = scenario("chain", count=3, HK_PERFTEST="batch")
+        subs = self.submits(lines)
+        self.assertEqual([len(s) for s in subs], [3])
+        self.assertEqual([c["cdm_barrier"] for c in subs[0]], [0, 1, 2])
+
+
+if __name__ == "__main__":
+    unittest.main()
