@@ -10,7 +10,7 @@ import os
 import tempfile
 import unittest
 
-from forklib import bin_path, run, shim_env
+from forklib import WORK, bin_path, build_env, config, run, shim_env
 
 FOUR_GIB = 1 << 32
 READ, WRITE = 1 << 1, 1 << 2
@@ -240,6 +240,35 @@ class Submission(unittest.TestCase):
         subs = self.submits(lines)
         self.assertEqual([len(s) for s in subs], [3])
         self.assertEqual([c["cdm_barrier"] for c in subs[0]], [0, 1, 2])
+
+
+class BuildChecks(unittest.TestCase):
+    """Mesa's meson stops with a message naming the problem, before anything
+    is compiled, when the uAPI header lacks what hk needs or when the asahi
+    gallium driver (still on the downstream uAPI) is asked for."""
+
+    def setup(self, *extra):
+        with tempfile.TemporaryDirectory() as tmp:
+            opts = config()["meson"]["options"].split()
+            return run(["meson", "setup", os.path.join(tmp, "build"),
+                        os.path.join(WORK, "mesa")] + opts + list(extra),
+                       env=build_env(), timeout=600)
+
+    def test_header_without_the_mainline_uapi(self):
+        with tempfile.TemporaryDirectory() as inc:
+            os.makedirs(os.path.join(inc, "drm"))
+            with open(os.path.join(inc, "drm", "asahi_drm.h"), "w") as f:
+                f.write("#include <linux/types.h>\n"
+                        "struct drm_asahi_params_global { __u64 features; };\n")
+            r = self.setup("-Dc_args=-idirafter" + inc, "-Dcpp_args=-idirafter" + inc)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("<drm/asahi_drm.h> lacks DRM_IOCTL_ASAHI_VM_BIND", r.stdout + r.stderr)
+
+    def test_gallium_asahi_is_refused(self):
+        r = self.setup("-Dgallium-drivers=asahi")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("The asahi gallium driver still speaks the downstream asahi uAPI",
+                      r.stdout + r.stderr)
 
 
 if __name__ == "__main__":
