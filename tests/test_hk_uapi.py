@@ -242,6 +242,19 @@ class Submission(unittest.TestCase):
         self.assertEqual([c["cdm_barrier"] for c in subs[0]], [0, 1, 2])
 
 
+class Sparse(unittest.TestCase):
+    def test_sparse_resources_are_refused_before_any_allocation(self):
+        """hk has no sparse support: a sparse buffer or image fails with
+        VK_ERROR_FEATURE_NOT_PRESENT (25.0.7 created the buffer and reserved
+        VA for it), sparse image formats list nothing, and a large block
+        allocates as before."""
+        lines, r = hk_uapi("sparse")
+        self.assertIn("sparse buffer: VK_ERROR_FEATURE_NOT_PRESENT", r.stdout)
+        self.assertIn("sparse image: VK_ERROR_FEATURE_NOT_PRESENT", r.stdout)
+        self.assertIn("sparse image formats: 0", r.stdout)
+        self.assertIn("sparse: allocated the 256 MiB block again", r.stdout)
+
+
 class BuildChecks(unittest.TestCase):
     """Mesa's meson stops with a message naming the problem, before anything
     is compiled, when the uAPI header lacks what hk needs or when the asahi

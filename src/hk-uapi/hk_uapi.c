@@ -15,6 +15,10 @@
  *                  bound to the second half of an allocation twice its
  *                  size, destroyed; invalid usage where the feature is
  *                  not supported
+ *   sparse         allocates a 256 MiB block and frees it, tries a sparse
+ *                  buffer and a sparse image (invalid usage where sparse is
+ *                  not supported; kept alive if created), queries sparse
+ *                  image formats, allocates the 256 MiB block again
  *   semaphores     one submission signals a semaphore; the next waits on
  *                  it, runs three compute streams (dispatches separated by
  *                  pipeline barriers), signals another and a fence
@@ -262,6 +266,78 @@ check_semaphores(VkPhysicalDevice pd)
    return 0;
 }
 
+static VkDeviceMemory
+alloc_block(struct mf_device *d, VkDeviceSize size)
+{
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = size,
+      .memoryTypeIndex = mf_find_memory_type(
+         &d->mp, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT),
+   };
+   VkDeviceMemory mem;
+   MF_CHECK(vkAllocateMemory(d->dev, &mai, NULL, &mem));
+   return mem;
+}
+
+static int
+check_sparse(VkPhysicalDevice pd)
+{
+   struct mf_device d;
+   mf_device_create(&d, pd, NULL);
+   const VkDeviceSize block = 256ull << 20;
+
+   vkFreeMemory(d.dev, alloc_block(&d, block), NULL);
+   printf("sparse: allocated and freed a %llu MiB block\n",
+          (unsigned long long)(block >> 20));
+
+   VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+      .size = 64ull << 20,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+   };
+   VkBuffer buf = VK_NULL_HANDLE;
+   VkResult r = vkCreateBuffer(d.dev, &bci, NULL, &buf);
+   printf("sparse buffer: %s\n", mf_result_str(r));
+
+   VkImageCreateInfo ici = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+      .flags = VK_IMAGE_CREATE_SPARSE_BINDING_BIT |
+               VK_IMAGE_CREATE_SPARSE_RESIDENCY_BIT,
+      .imageType = VK_IMAGE_TYPE_2D,
+      .format = VK_FORMAT_R8G8B8A8_UNORM,
+      .extent = {1024, 1024, 1},
+      .mipLevels = 1,
+      .arrayLayers = 1,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .tiling = VK_IMAGE_TILING_OPTIMAL,
+      .usage = VK_IMAGE_USAGE_SAMPLED_BIT,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+   };
+   VkImage img = VK_NULL_HANDLE;
+   r = vkCreateImage(d.dev, &ici, NULL, &img);
+   printf("sparse image: %s\n", mf_result_str(r));
+
+   uint32_t count = ~0u;
+   vkGetPhysicalDeviceSparseImageFormatProperties(
+      pd, ici.format, ici.imageType, ici.samples, ici.usage, ici.tiling,
+      &count, NULL);
+   printf("sparse image formats: %u\n", count);
+
+   VkDeviceMemory again = alloc_block(&d, block);
+   printf("sparse: allocated the %llu MiB block again\n",
+          (unsigned long long)(block >> 20));
+
+   vkFreeMemory(d.dev, again, NULL);
+   if (img != VK_NULL_HANDLE)
+      vkDestroyImage(d.dev, img, NULL);
+   if (buf != VK_NULL_HANDLE)
+      vkDestroyBuffer(d.dev, buf, NULL);
+   mf_device_destroy(&d);
+   return 0;
+}
+
 static int
 check_render(VkPhysicalDevice pd)
 {
@@ -380,7 +456,7 @@ main(int argc, char **argv)
    }
    if (!check) {
       fprintf(stderr, "usage: mesa-fork-hk-uapi [--validate] "
-                      "priority|replay-buffer|semaphores|render\n");
+                      "priority|replay-buffer|sparse|semaphores|render\n");
       return 2;
    }
 
@@ -393,6 +469,8 @@ main(int argc, char **argv)
       ret = check_priority(pd);
    else if (!strcmp(check, "replay-buffer"))
       ret = check_replay_buffer(pd);
+   else if (!strcmp(check, "sparse"))
+      ret = check_sparse(pd);
    else if (!strcmp(check, "semaphores"))
       ret = check_semaphores(pd);
    else if (!strcmp(check, "render"))
