@@ -243,6 +243,13 @@ class Submission(unittest.TestCase):
 
 
 class Sparse(unittest.TestCase):
+    def test_nothing_sparse_is_advertised_on_any_chip(self):
+        for model in ("m1", "m1max", "m2max", "m2ultra"):
+            with self.subTest(model=model):
+                _, r = hk_uapi("sparse", ASAHI_SHIM_DEVICE=model)
+                self.assertIn("sparse features: 0, sparse properties: 0, "
+                              "sparse queue families: 0", r.stdout)
+
     def test_sparse_resources_are_refused_before_any_allocation(self):
         """hk has no sparse support: a sparse buffer or image fails with
         VK_ERROR_FEATURE_NOT_PRESENT (25.0.7 created the buffer and reserved
@@ -250,6 +257,8 @@ class Sparse(unittest.TestCase):
         allocates as before."""
         lines, r = hk_uapi("sparse")
         self.assertIn("sparse buffer: VK_ERROR_FEATURE_NOT_PRESENT", r.stdout)
+        self.assertIn("sparse features: 0, sparse properties: 0, "
+                      "sparse queue families: 0", r.stdout)
         self.assertIn("sparse image: VK_ERROR_FEATURE_NOT_PRESENT", r.stdout)
         self.assertIn("sparse image formats: 0", r.stdout)
         self.assertIn("sparse: allocated the 256 MiB block again", r.stdout)

@@ -283,6 +283,36 @@ alloc_block(struct mf_device *d, VkDeviceSize size)
 static int
 check_sparse(VkPhysicalDevice pd)
 {
+   /* What the device advertises: every sparse feature and property, and
+    * the sparse binding bit of each queue family.
+    */
+   VkPhysicalDeviceFeatures f;
+   vkGetPhysicalDeviceFeatures(pd, &f);
+   unsigned features = f.sparseBinding + f.sparseResidencyBuffer +
+                       f.sparseResidencyImage2D + f.sparseResidencyImage3D +
+                       f.sparseResidency2Samples + f.sparseResidency4Samples +
+                       f.sparseResidency8Samples + f.sparseResidency16Samples +
+                       f.sparseResidencyAliased;
+   VkPhysicalDeviceProperties props;
+   vkGetPhysicalDeviceProperties(pd, &props);
+   const VkPhysicalDeviceSparseProperties *sp = &props.sparseProperties;
+   unsigned properties = sp->residencyStandard2DBlockShape +
+                         sp->residencyStandard2DMultisampleBlockShape +
+                         sp->residencyStandard3DBlockShape +
+                         sp->residencyAlignedMipSize +
+                         sp->residencyNonResidentStrict;
+   uint32_t nfam = 0;
+   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, NULL);
+   VkQueueFamilyProperties fams[16];
+   nfam = nfam > 16 ? 16 : nfam;
+   vkGetPhysicalDeviceQueueFamilyProperties(pd, &nfam, fams);
+   unsigned queues = 0;
+   for (uint32_t i = 0; i < nfam; ++i)
+      queues += !!(fams[i].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
+   printf("sparse features: %u, sparse properties: %u, sparse queue "
+          "families: %u\n",
+          features, properties, queues);
+
    struct mf_device d;
    mf_device_create(&d, pd, NULL);
    const VkDeviceSize block = 256ull << 20;
