@@ -15,8 +15,10 @@
  *                  bound to the second half of an allocation twice its
  *                  size, destroyed; invalid usage where the feature is
  *                  not supported
- *   sparse         allocates a 256 MiB block and frees it, tries a sparse
- *                  buffer and a sparse image (invalid usage where sparse is
+ *   sparse         prints the sparse features, properties and queue bits;
+ *                  allocates a 256 MiB block and frees it, tries sparse
+ *                  buffers and images with each sparse flag and four
+ *                  128 GiB sparse buffers (invalid usage where sparse is
  *                  not supported; kept alive if created), queries sparse
  *                  image formats, allocates the 256 MiB block again
  *   semaphores     one submission signals a semaphore; the next waits on
@@ -321,20 +323,49 @@ check_sparse(VkPhysicalDevice pd)
    printf("sparse: allocated and freed a %llu MiB block\n",
           (unsigned long long)(block >> 20));
 
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
-      .size = 64ull << 20,
-      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+   /* Each sparse flag alone (invalid usage: the features are off), and four
+    * buffers of the 128 GiB limit, kept alive: together more than the main
+    * heap, should creating them reserve VA.
+    */
+   static const struct {
+      const char *name;
+      VkBufferCreateFlags buffer;
+      VkImageCreateFlags image;
+   } flags[] = {
+      {"binding", VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+       VK_IMAGE_CREATE_SPARSE_BINDING_BIT},
+      {"residency", VK_BUFFER_CREATE_SPARSE_RESIDENCY_BIT,
+       VK_IMAGE_CREATE_SPARSE_RESIDENCY_BIT},
+      {"aliased", VK_BUFFER_CREATE_SPARSE_ALIASED_BIT,
+       VK_IMAGE_CREATE_SPARSE_ALIASED_BIT},
    };
-   VkBuffer buf = VK_NULL_HANDLE;
-   VkResult r = vkCreateBuffer(d.dev, &bci, NULL, &buf);
-   printf("sparse buffer: %s\n", mf_result_str(r));
+   VkBuffer bufs[4 + 3] = {VK_NULL_HANDLE};
+   VkImage imgs[3] = {VK_NULL_HANDLE};
+   unsigned nbufs = 0;
+   for (unsigned i = 0; i < 3; ++i) {
+      VkBufferCreateInfo bci = {
+         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+         .flags = flags[i].buffer,
+         .size = 64ull << 20,
+         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+      };
+      VkResult r = vkCreateBuffer(d.dev, &bci, NULL, &bufs[nbufs++]);
+      printf("sparse buffer (%s): %s\n", flags[i].name, mf_result_str(r));
+   }
+   unsigned big = 0;
+   for (unsigned i = 0; i < 4; ++i) {
+      VkBufferCreateInfo bci = {
+         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+         .flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+         .size = 128ull << 30,
+         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+      };
+      big += vkCreateBuffer(d.dev, &bci, NULL, &bufs[nbufs++]) == VK_SUCCESS;
+   }
+   printf("sparse 128 GiB buffers created: %u of 4\n", big);
 
    VkImageCreateInfo ici = {
       .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .flags = VK_IMAGE_CREATE_SPARSE_BINDING_BIT |
-               VK_IMAGE_CREATE_SPARSE_RESIDENCY_BIT,
       .imageType = VK_IMAGE_TYPE_2D,
       .format = VK_FORMAT_R8G8B8A8_UNORM,
       .extent = {1024, 1024, 1},
@@ -345,9 +376,11 @@ check_sparse(VkPhysicalDevice pd)
       .usage = VK_IMAGE_USAGE_SAMPLED_BIT,
       .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
    };
-   VkImage img = VK_NULL_HANDLE;
-   r = vkCreateImage(d.dev, &ici, NULL, &img);
-   printf("sparse image: %s\n", mf_result_str(r));
+   for (unsigned i = 0; i < 3; ++i) {
+      ici.flags = flags[i].image;
+      VkResult r = vkCreateImage(d.dev, &ici, NULL, &imgs[i]);
+      printf("sparse image (%s): %s\n", flags[i].name, mf_result_str(r));
+   }
 
    uint32_t count = ~0u;
    vkGetPhysicalDeviceSparseImageFormatProperties(
@@ -360,10 +393,14 @@ check_sparse(VkPhysicalDevice pd)
           (unsigned long long)(block >> 20));
 
    vkFreeMemory(d.dev, again, NULL);
-   if (img != VK_NULL_HANDLE)
-      vkDestroyImage(d.dev, img, NULL);
-   if (buf != VK_NULL_HANDLE)
-      vkDestroyBuffer(d.dev, buf, NULL);
+   for (unsigned i = 0; i < 3; ++i) {
+      if (imgs[i] != VK_NULL_HANDLE)
+         vkDestroyImage(d.dev, imgs[i], NULL);
+   }
+   for (unsigned i = 0; i < nbufs; ++i) {
+      if (bufs[i] != VK_NULL_HANDLE)
+         vkDestroyBuffer(d.dev, bufs[i], NULL);
+   }
    mf_device_destroy(&d);
    return 0;
 }

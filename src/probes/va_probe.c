@@ -9,16 +9,17 @@
  *
  *   mesa-fork-va-probe [--block-mib N] [--target-gib G] [--touch]
  *
- * --touch maps each block and writes its first and last page, so that the
- * memory is really committed (use it on hardware; on a drm-shim it makes the
- * shim's sparse backing real). Off by default.
+ * --touch maps each block and writes its first and last page (on a
+ * drm-shim that makes those pages of the shim's sparse backing real). Off
+ * by default.
  *
  * On Apple hardware, run it with HK_SYSMEM raised (in bytes) to see the VA
  * window rather than Honeykrisp's heap size stop it; the kernel and the
  * machine's RAM still apply.
  *
- * Exit status: 0 when it stopped at the target or at an out-of-memory
- * result, 1 on any other failure, 64 on bad arguments.
+ * Exit status: 0 when it reached the target, or, without a target, when an
+ * out-of-memory result stopped it; 2 when a target was given and not
+ * reached; 1 on any other failure; 64 on bad arguments.
  */
 
 #include <stdbool.h>
@@ -91,6 +92,8 @@ main(int argc, char **argv)
    if (type < 0) {
       fprintf(stderr, "mesa-fork-va-probe: no memory type with %s\n",
               touch ? "DEVICE_LOCAL|HOST_VISIBLE" : "DEVICE_LOCAL");
+      mf_device_destroy(&d);
+      mf_instance_destroy(&mi);
       return 1;
    }
    const VkMemoryHeap *heap =
@@ -106,6 +109,10 @@ main(int argc, char **argv)
    const VkDeviceSize block = block_mib << 20;
    VkDeviceMemory *mems = calloc(MAX_BLOCKS, sizeof(*mems));
    VkBuffer *bufs = calloc(MAX_BLOCKS, sizeof(*bufs));
+   if (!mems || !bufs) {
+      fprintf(stderr, "mesa-fork-va-probe: out of host memory\n");
+      return 1;
+   }
    unsigned n = 0;
    VkResult stop = VK_SUCCESS;
    const char *what = "target reached";
@@ -128,8 +135,20 @@ main(int argc, char **argv)
          .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
       };
       stop = vkCreateBuffer(d.dev, &bci, NULL, &bufs[n]);
-      if (stop == VK_SUCCESS)
-         stop = vkBindBufferMemory(d.dev, bufs[n], mems[n], 0);
+      if (stop == VK_SUCCESS) {
+         VkMemoryRequirements req;
+         vkGetBufferMemoryRequirements(d.dev, bufs[n], &req);
+         if (req.size > block || !(req.memoryTypeBits & (1u << type))) {
+            fprintf(stderr,
+                    "mesa-fork-va-probe: a %llu MiB buffer needs %llu bytes "
+                    "of memory types 0x%x\n",
+                    block_mib, (unsigned long long)req.size,
+                    req.memoryTypeBits);
+            stop = VK_ERROR_UNKNOWN;
+         } else {
+            stop = vkBindBufferMemory(d.dev, bufs[n], mems[n], 0);
+         }
+      }
       if (stop != VK_SUCCESS) {
          what = "vkCreateBuffer/vkBindBufferMemory";
          if (bufs[n] != VK_NULL_HANDLE)
@@ -170,5 +189,9 @@ main(int argc, char **argv)
 
    bool oom = stop == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
               stop == VK_ERROR_OUT_OF_HOST_MEMORY;
-   return stop == VK_SUCCESS || oom ? 0 : 1;
+   if (stop != VK_SUCCESS && !oom)
+      return 1;
+   if (target_gib)
+      return n * block >= (target_gib << 30) ? 0 : 2;
+   return oom ? 0 : 2;
 }
