@@ -288,7 +288,8 @@ class BuildChecks(unittest.TestCase):
         self.assertIn("<drm/asahi_drm.h> lacks DRM_IOCTL_ASAHI_VM_BIND", r.stdout + r.stderr)
 
     def test_gallium_asahi_is_refused(self):
-        r = self.setup("-Dgallium-drivers=asahi")
+        inc = "-idirafter" + os.path.join(WORK, "deps", "asahi-uapi", "include")
+        r = self.setup("-Dgallium-drivers=asahi", "-Dc_args=" + inc, "-Dcpp_args=" + inc)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("The asahi gallium driver still speaks the downstream asahi uAPI",
                       r.stdout + r.stderr)
