@@ -235,6 +235,13 @@ class Submission(unittest.TestCase):
         self.assertEqual([c["blocks"] for c in of_type(lines, "compute")],
                          [c["blocks"] for c in of_type(stock, "compute")])
 
+    def test_batched_with_no_command_limit_reported(self):
+        """A kernel whose parameters end before max_commands_per_submission
+        (it reads 0): batching still submits, one command per ioctl."""
+        lines, _ = scenario("chain", count=3, HK_PERFTEST="batch",
+                            ASAHI_SHIM_PARAMS_BYTES="576")
+        self.assertEqual([len(s) for s in self.submits(lines)], [1, 1, 1])
+
     def test_batched_small_submission_is_one_ioctl(self):
         lines, _ = scenario("chain", count=3, HK_PERFTEST="batch")
         subs = self.submits(lines)
