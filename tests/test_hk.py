@@ -185,9 +185,6 @@ class BarrierMask(unittest.TestCase):
         self.assertNotIn("HK_CDM_BARRIER_MASK", err)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class DispatchProbe(unittest.TestCase):
     """The hardware probe runs on the shim as a smoke test (nothing executes)."""
@@ -205,3 +202,7 @@ class DispatchProbe(unittest.TestCase):
         r = run([bin_path("mesa-fork-dispatch-probe"), "--dispatches", "0"],
                 env=shim_env("asahi"))
         self.assertEqual(r.returncode, 64)
+
+
+if __name__ == "__main__":
+    unittest.main()
