@@ -268,6 +268,24 @@ check_semaphores(VkPhysicalDevice pd)
    return 0;
 }
 
+/* A single-sample, single-level RGBA8 2D image with optimal tiling. */
+static VkImageCreateInfo
+image_2d(uint32_t width, uint32_t height, VkImageUsageFlags usage)
+{
+   return (VkImageCreateInfo){
+      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+      .imageType = VK_IMAGE_TYPE_2D,
+      .format = VK_FORMAT_R8G8B8A8_UNORM,
+      .extent = {width, height, 1},
+      .mipLevels = 1,
+      .arrayLayers = 1,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .tiling = VK_IMAGE_TILING_OPTIMAL,
+      .usage = usage,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+   };
+}
+
 static VkDeviceMemory
 alloc_block(struct mf_device *d, VkDeviceSize size)
 {
@@ -364,18 +382,7 @@ check_sparse(VkPhysicalDevice pd)
    }
    printf("sparse 128 GiB buffers created: %u of 4\n", big);
 
-   VkImageCreateInfo ici = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .imageType = VK_IMAGE_TYPE_2D,
-      .format = VK_FORMAT_R8G8B8A8_UNORM,
-      .extent = {1024, 1024, 1},
-      .mipLevels = 1,
-      .arrayLayers = 1,
-      .samples = VK_SAMPLE_COUNT_1_BIT,
-      .tiling = VK_IMAGE_TILING_OPTIMAL,
-      .usage = VK_IMAGE_USAGE_SAMPLED_BIT,
-      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-   };
+   VkImageCreateInfo ici = image_2d(1024, 1024, VK_IMAGE_USAGE_SAMPLED_BIT);
    for (unsigned i = 0; i < 3; ++i) {
       ici.flags = flags[i].image;
       VkResult r = vkCreateImage(d.dev, &ici, NULL, &imgs[i]);
@@ -417,18 +424,8 @@ check_render(VkPhysicalDevice pd)
    compute_env_create(&e, pd, &want13);
    struct mf_device d = e.d;
 
-   VkImageCreateInfo ici = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .imageType = VK_IMAGE_TYPE_2D,
-      .format = VK_FORMAT_R8G8B8A8_UNORM,
-      .extent = {64, 32, 1},
-      .mipLevels = 1,
-      .arrayLayers = 1,
-      .samples = VK_SAMPLE_COUNT_1_BIT,
-      .tiling = VK_IMAGE_TILING_OPTIMAL,
-      .usage = VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
-      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-   };
+   VkImageCreateInfo ici =
+      image_2d(64, 32, VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT);
    VkImage img;
    MF_CHECK(vkCreateImage(d.dev, &ici, NULL, &img));
    VkMemoryRequirements req;
