@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""Honeykrisp CDM barriers (HK_LAZY_BARRIER, HK_CDM_BARRIER_MASK), end to end
-on the asahi drm-shim: the control streams hk submits, decoded by the shim's
-capture (ASAHI_SHIM_CAPTURE), for each synchronization pattern."""
+"""Honeykrisp CDM barriers (HK_LAZY_BARRIER, HK_CDM_BARRIER_MASK) and merged
+compute control streams (HK_MERGE_STREAMS), end to end on the asahi drm-shim:
+the control streams hk submits, decoded by the shim's capture
+(ASAHI_SHIM_CAPTURE), for each synchronization pattern.
+
+Three settings are compared: stock (HK_LAZY_BARRIER=0: a barrier after every
+launch, a stream per pipeline barrier), lazy (HK_MERGE_STREAMS=0: barriers
+only where Vulkan asks, still a stream per pipeline barrier) and the default,
+lazy + merge (one stream across pipeline barriers between compute work)."""
 
 import json
 import os
@@ -13,12 +19,24 @@ from forklib import bin_path, run, shim_env
 STOCK = "B:0x000fffff"
 MASK = "B:0x000000f0"
 SCENARIOS = ("dispatches", "base", "barrier", "chain", "event", "timestamp", "statistics",
-             "indirect-fill", "indirect-update", "secondary", "empty")
+             "indirect-fill", "indirect-update", "secondary", "empty", "exec-barrier",
+             "exec-barrier2", "empty-barrier2", "sync2", "events2", "render", "host",
+             "meta", "timestamp-barrier", "mixed")
+STOCK_ENV = {"HK_LAZY_BARRIER": "0"}
+LAZY_ENV = {"HK_MERGE_STREAMS": "0"}
+SETTINGS = (("stock", STOCK_ENV), ("lazy", LAZY_ENV), ("lazy + merge", {}))
 
 
 def capture(scenario, count=4, model="m1max", **env):
     """Runs one scenario under the validation layer; returns the compute
     streams (lists of blocks) it submitted, and the client's stderr."""
+    commands, err = capture_commands(scenario, count, model, **env)
+    return [blocks for kind, blocks in commands if kind == "compute"], err
+
+
+def capture_commands(scenario, count=4, model="m1max", **env):
+    """Like capture(), but returns every kernel command in submission order:
+    ("compute", blocks) or ("render", None)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "cap.jsonl")
         e = shim_env("asahi", ASAHI_SHIM_CAPTURE=log, ASAHI_SHIM_DEVICE=model, **env)
@@ -27,28 +45,52 @@ def capture(scenario, count=4, model="m1max", **env):
         if r.returncode != 0:
             raise AssertionError("%s failed (%d): %s%s" % (scenario, r.returncode, r.stdout,
                                                           r.stderr[-3000:]))
-        cmds = [json.loads(l) for l in open(log)] if os.path.exists(log) else []
+        cmds = []
+        if os.path.exists(log):
+            with open(log) as f:
+                cmds = [json.loads(l) for l in f]
     for c in cmds:
         if c["type"] == "compute":
             assert not c["errors"], c
             assert c["terminated"], c
-    return [c["blocks"] for c in cmds if c["type"] == "compute"], r.stderr
+    return [(c["type"], c["blocks"] if c["type"] == "compute" else None)
+            for c in cmds if c["type"] in ("compute", "render")], r.stderr
 
 
 def launches(stream):
     return [b for b in stream if b.startswith("L")]
 
 
+def barriers(streams):
+    return sum(b.startswith("B") for s in streams for b in s)
+
+
+def flat(streams):
+    """Every block of every stream in order, stream ends dropped."""
+    return [b for s in streams for b in s if b != "T"]
+
+
+_cache = {}
+
+
+def cached(scenario, count=4, **env):
+    """capture() of the default model, remembered for this test run."""
+    key = (scenario, count, tuple(sorted(env.items())))
+    if key not in _cache:
+        _cache[key] = capture(scenario, count, **env)[0]
+    return _cache[key]
+
+
 class Invariants(unittest.TestCase):
-    """What must hold for every scenario, lazy or stock."""
+    """What must hold for every scenario, in each of the three settings."""
 
     def test_every_stream_with_a_launch_ends_with_a_barrier(self):
         for sc in SCENARIOS:
-            for lazy in ("1", "0"):
-                with self.subTest(scenario=sc, HK_LAZY_BARRIER=lazy):
-                    streams, _ = capture(sc, HK_LAZY_BARRIER=lazy)
-                    for s in streams:
+            for name, env in SETTINGS:
+                with self.subTest(scenario=sc, setting=name):
+                    for s in cached(sc, **env):
                         self.assertEqual(s[-1], "T", s)
+                        self.assertNotIn("T", s[:-1], s)
                         if launches(s):
                             self.assertTrue(s[-2].startswith("B:"), s)
 
@@ -56,21 +98,34 @@ class Invariants(unittest.TestCase):
         """HK_LAZY_BARRIER=0: exactly one stock barrier right after every launch."""
         for sc in SCENARIOS:
             with self.subTest(scenario=sc):
-                streams, _ = capture(sc, HK_LAZY_BARRIER="0")
-                for s in streams:
+                for s in cached(sc, **STOCK_ENV):
                     for i, b in enumerate(s):
                         if b.startswith("L"):
                             self.assertEqual(s[i + 1], STOCK, s)
 
-    def test_lazy_never_has_more_barriers_than_stock(self):
+    def test_three_settings_side_by_side(self):
+        """The same launches in the same order in all three settings; lazy
+        never has more barriers than stock; merging never adds a barrier or
+        a stream, and without it the streams are stock's."""
         for sc in SCENARIOS:
             with self.subTest(scenario=sc):
-                lazy, _ = capture(sc)
-                stock, _ = capture(sc, HK_LAZY_BARRIER="0")
-                n = lambda streams: sum(b.startswith("B") for s in streams for b in s)
+                stock, lazy, merged = (cached(sc, **env) for _, env in SETTINGS)
+                seq = lambda streams: [b for b in flat(streams) if b.startswith("L")]
+                self.assertEqual(seq(lazy), seq(stock))
+                self.assertEqual(seq(merged), seq(stock))
                 self.assertEqual([len(launches(s)) for s in lazy],
                                  [len(launches(s)) for s in stock])
-                self.assertLessEqual(n(lazy), n(stock))
+                self.assertLessEqual(barriers(lazy), barriers(stock))
+                self.assertEqual(barriers(merged), barriers(lazy))
+                self.assertLessEqual(len(merged), len(lazy))
+
+    def test_merged_streams_are_the_lazy_streams_joined(self):
+        """Merging only joins consecutive lazy streams: the blocks, barriers
+        included, are the same in the same order, so every former seam keeps
+        the barrier that ended its stream."""
+        for sc in SCENARIOS:
+            with self.subTest(scenario=sc):
+                self.assertEqual(flat(cached(sc)), flat(cached(sc, **LAZY_ENV)))
 
 
 class LazyBarrier(unittest.TestCase):
@@ -87,16 +142,58 @@ class LazyBarrier(unittest.TestCase):
         self.assertEqual(lazy, [["L"] * 4 + [STOCK, "T"]])
 
     def test_pipeline_barriers_are_where_the_barriers_go(self):
-        streams, _ = capture("barrier")
-        self.assertEqual(streams, [["L", STOCK, "T"], ["L", STOCK, "T"]])
-        streams, _ = capture("chain", count=5)
-        self.assertEqual(streams, [["L", STOCK, "T"]] * 5)
+        self.assertEqual(cached("barrier", **LAZY_ENV), [["L", STOCK, "T"]] * 2)
+        self.assertEqual(cached("chain", 5, **LAZY_ENV), [["L", STOCK, "T"]] * 5)
+
+    def test_every_kind_of_pipeline_barrier_orders(self):
+        """A sync1 barrier with stages only (an execution dependency; the
+        runtime passes it on as a memory barrier without accesses), the same
+        in sync2, a sync2 buffer barrier, and a sync2 barrier with no
+        structures at all (hk does not look inside: every barrier orders)."""
+        for sc in ("barrier", "exec-barrier", "exec-barrier2", "sync2", "empty-barrier2"):
+            with self.subTest(scenario=sc):
+                self.assertEqual(cached(sc, **STOCK_ENV), [["L", STOCK, "T"]] * 2)
+                self.assertEqual(cached(sc, **LAZY_ENV), [["L", STOCK, "T"]] * 2)
+                self.assertEqual(cached(sc), [["L", STOCK, "L", STOCK, "T"]])
 
     def test_events_order_the_dispatches(self):
         streams, _ = capture("event")
         first, last = streams[0], streams[-1]
         self.assertEqual(first, ["L", STOCK, "T"])
         self.assertEqual(last, ["L", STOCK, "T"])
+
+    def test_set_and_wait_events2_each_end_the_stream(self):
+        """dispatch, vkCmdSetEvent2, dispatch, vkCmdWaitEvents2, dispatch: the
+        three application launches are in three streams, in every setting.
+        The middle stream starts with the event write (an internal launch
+        between two stock barriers)."""
+        for name, env in SETTINGS:
+            with self.subTest(setting=name):
+                streams = cached("events2", **env)
+                self.assertEqual(streams[0], ["L", STOCK, "T"])
+                self.assertEqual(streams[1][-3:], ["L", STOCK, "T"])
+                self.assertEqual(streams[-1], ["L", STOCK, "T"])
+                self.assertEqual(len(streams), 3)
+
+    def test_render_pass_ends_the_compute_stream(self):
+        """dispatch, render pass, dispatch, barrier, dispatch: the first
+        dispatch runs before the render command, the others after it."""
+        for name, env in SETTINGS:
+            with self.subTest(setting=name):
+                cmds, _ = capture_commands("render", **env)
+                kinds = [k for k, _ in cmds]
+                self.assertEqual(kinds.count("render"), 1, cmds)
+                r = kinds.index("render")
+                before = [b for k, s in cmds[:r] if k == "compute" for b in launches(s)]
+                after = [b for k, s in cmds[r + 1:] if k == "compute" for b in launches(s)]
+                self.assertEqual((len(before), len(after)), (1, 2), cmds)
+        cmds, _ = capture_commands("render")
+        self.assertEqual(cmds[-1], ("compute", ["L", STOCK, "L", STOCK, "T"]))
+
+    def test_barrier_to_the_host_before_the_fence(self):
+        for name, env in SETTINGS:
+            with self.subTest(setting=name):
+                self.assertEqual(cached("host", **env), [["L", STOCK, "T"]])
 
     def test_secondary_command_buffers(self):
         streams, _ = capture("secondary", count=3)
@@ -105,17 +202,34 @@ class LazyBarrier(unittest.TestCase):
         self.assertEqual(stock, [["L", STOCK] * 4 + ["T"]])
 
     def test_empty_command_buffer_submits_no_compute_stream(self):
-        for lazy in ("1", "0"):
-            streams, _ = capture("empty", HK_LAZY_BARRIER=lazy)
-            self.assertEqual(streams, [])
+        for name, env in SETTINGS:
+            with self.subTest(setting=name):
+                self.assertEqual(cached("empty", **env), [])
+
+    def test_meta_dispatches_keep_their_barrier(self):
+        """fill, dispatch, copy, dispatch, update with nothing between them:
+        each transfer is a meta dispatch followed by a stock barrier, which
+        also orders the application dispatch before it, so the stream needs
+        no barrier of its own at the end. A meta dispatch treated as an
+        application one would leave only the final barrier."""
+        for name, env in SETTINGS[1:]:
+            with self.subTest(setting=name):
+                self.assertEqual(cached("meta", **env),
+                                 [["L", STOCK, "L", "L", STOCK, "L", "L", STOCK, "T"]])
+        self.assertEqual(cached("meta", **STOCK_ENV), [["L", STOCK] * 5 + ["T"]])
 
     def test_indirect_grid_written_by_the_driver_is_flushed_first(self):
-        """vkCmdFillBuffer/vkCmdUpdateBuffer are meta dispatches: their write is
-        followed by a stock barrier before the indirect launch reads it."""
+        """vkCmdFillBuffer/vkCmdUpdateBuffer write the grid with a meta
+        dispatch. With a mask that tells the two apart, the meta dispatch is
+        followed by a stock barrier of its own, and only the application's
+        indirect launch is ordered with the mask; merged, the stock barrier
+        sits between the write and the launch that reads it."""
         for sc in ("indirect-fill", "indirect-update"):
             with self.subTest(scenario=sc):
-                streams, _ = capture(sc)
-                self.assertEqual(streams, [["L", STOCK, "T"], ["LI", STOCK, "T"]])
+                self.assertEqual(cached(sc, HK_CDM_BARRIER_MASK="0xf0", **LAZY_ENV),
+                                 [["L", STOCK, "T"], ["LI", MASK, "T"]])
+                self.assertEqual(cached(sc, HK_CDM_BARRIER_MASK="0xf0"),
+                                 [["L", STOCK, "LI", MASK, "T"]])
 
     def test_queries_keep_internal_barriers(self):
         """Timestamp and statistics queries add internal launches (query resets,
@@ -140,19 +254,72 @@ class LazyBarrier(unittest.TestCase):
             with self.subTest(model=model):
                 streams, _ = capture("dispatches", count=3, model=model)
                 self.assertEqual(streams, [["L"] * 3 + [STOCK, "T"]])
+                streams, _ = capture("chain", count=3, model=model)
+                self.assertEqual(streams, [["L", STOCK] * 3 + ["T"]])
 
     def test_malformed_knob_is_stock(self):
         streams, err = capture("dispatches", count=3, HK_LAZY_BARRIER="lazy")
         self.assertIn('HK_LAZY_BARRIER="lazy" is not a boolean', err)
         self.assertEqual(streams, [["L", STOCK] * 3 + ["T"]])
 
+    def test_nobarrier_perftest_keeps_the_ordering_in_stream(self):
+        """HK_PERFTEST=nobarrier drops the stream ends at pipeline barriers;
+        the pending barrier is still emitted where the barrier was."""
+        for merge in ("0", "1"):
+            with self.subTest(HK_MERGE_STREAMS=merge):
+                streams, _ = capture("chain", count=3, HK_PERFTEST="nobarrier",
+                                     HK_MERGE_STREAMS=merge)
+                self.assertEqual(streams, [["L", STOCK] * 3 + ["T"]])
+
+
+class MergedStreams(unittest.TestCase):
+    """HK_MERGE_STREAMS: what still ends a compute stream, and the knob."""
+
+    def test_pipeline_barriers_between_compute_work_do_not_end_the_stream(self):
+        self.assertEqual(cached("barrier"), [["L", STOCK, "L", STOCK, "T"]])
+        self.assertEqual(cached("chain", 5), [["L", STOCK] * 5 + ["T"]])
+        self.assertEqual(cached("mixed", 3),
+                         [["L", STOCK, "L", STOCK, "LI", STOCK] * 3 + ["T"]])
+        self.assertEqual(len(cached("mixed", 3, **LAZY_ENV)), 9)
+
+    def test_stream_count_per_scenario(self):
+        """Streams that must stay apart: events (set, wait), timestamps,
+        render passes; pipeline barriers between compute work join."""
+        expect = {"barrier": 1, "chain": 1, "exec-barrier": 1, "sync2": 1,
+                  "indirect-fill": 1, "indirect-update": 1, "mixed": 1,
+                  "event": 3, "events2": 3, "timestamp": 2,
+                  "timestamp-barrier": 2, "host": 1, "meta": 1}
+        for sc, n in expect.items():
+            with self.subTest(scenario=sc):
+                self.assertEqual(len(cached(sc)), n, cached(sc))
+
+    def test_a_pending_timestamp_ends_the_stream_at_a_barrier(self):
+        """timestamp, dispatch, barrier, dispatch, timestamp: the first
+        timestamp is written when its stream ends, so that stream ends at the
+        barrier instead of taking in the dispatch after it."""
+        merged = cached("timestamp-barrier")
+        self.assertEqual(merged, cached("timestamp-barrier", **LAZY_ENV))
+        self.assertEqual(merged[1], ["L", STOCK, "T"])
+
+    def test_only_with_lazy_barriers(self):
+        """HK_LAZY_BARRIER=0 gives stock streams whatever HK_MERGE_STREAMS says."""
+        for sc in ("barrier", "mixed"):
+            with self.subTest(scenario=sc):
+                streams, _ = capture(sc, 2, HK_LAZY_BARRIER="0", HK_MERGE_STREAMS="1")
+                self.assertEqual(streams, cached(sc, 2, **STOCK_ENV))
+
+    def test_malformed_knob_warns_and_is_stock(self):
+        streams, err = capture("chain", count=3, HK_MERGE_STREAMS="yes please")
+        self.assertIn('HK_MERGE_STREAMS="yes please" is not a boolean', err)
+        self.assertEqual(streams, [["L", STOCK, "T"]] * 3)
+
 
 class BarrierMask(unittest.TestCase):
     def test_mask_applies_to_application_ordering_only(self):
         streams, _ = capture("dispatches", count=3, HK_CDM_BARRIER_MASK="0xf0")
         self.assertEqual(streams, [["L"] * 3 + [MASK, "T"]])
-        streams, _ = capture("indirect-fill", HK_CDM_BARRIER_MASK="0xf0")
-        self.assertEqual(streams, [["L", STOCK, "T"], ["LI", MASK, "T"]])
+        self.assertEqual(cached("meta", HK_CDM_BARRIER_MASK="0xf0"),
+                         [["L", STOCK, "L", "L", STOCK, "L", "L", STOCK, "T"]])
 
     def test_mask_with_stock_mode(self):
         streams, _ = capture("dispatches", count=3, HK_CDM_BARRIER_MASK="240",
@@ -160,7 +327,12 @@ class BarrierMask(unittest.TestCase):
         self.assertEqual(streams, [["L", MASK] * 3 + ["T"]])
 
     def test_bits_outside_stock_are_kept_pending(self):
-        """A mask with bit 24 is not settled by an internal stock barrier."""
+        """With bit 24 in the mask, the stock barrier of a meta dispatch does
+        not order the application dispatch before it: the stream still ends
+        with the mask's barrier (the "meta" scenario ends with a transfer)."""
+        streams, _ = capture("meta", HK_CDM_BARRIER_MASK="0x010fffff")
+        self.assertEqual(streams, [["L", STOCK, "L", "L", STOCK, "L", "L", STOCK,
+                                    "B:0x010fffff", "T"]])
         streams, _ = capture("dispatches", count=2, HK_CDM_BARRIER_MASK="0x010000f0")
         self.assertEqual(streams, [["L", "L", "B:0x010000f0", "T"]])
 
@@ -196,7 +368,29 @@ class DispatchProbe(unittest.TestCase):
         self.assertIn("driver Honeykrisp", r.stdout)
         rows = [l for l in r.stdout.splitlines() if " us " in l]
         self.assertEqual([l.split("  ")[0] for l in rows],
-                         ["stock (HK_LAZY_BARRIER=0)", "lazy (default)", "lazy + mask 0xf0"])
+                         ["stock (HK_LAZY_BARRIER=0)", "lazy (HK_MERGE_STREAMS=0)",
+                          "lazy + merge (default)", "default + mask 0xf0"])
+
+    def test_each_row_runs_with_its_knobs(self):
+        """The probe sets the knobs per device: with 4 dispatches and one
+        run (plus a warm-up), the chained workload is 4 kernel commands per
+        submission in the stock and lazy rows, one merged."""
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "cap.jsonl")
+            r = run([bin_path("mesa-fork-dispatch-probe"), "--dispatches", "4", "--runs",
+                     "1"], env=shim_env("asahi", ASAHI_SHIM_CAPTURE=log))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(log) as f:
+                cmds = [json.loads(l) for l in f]
+        per_submit = {}
+        for c in cmds:
+            if c["type"] == "compute":
+                per_submit.setdefault(c["submit"], []).append(c["launches"])
+        got = [per_submit[k] for k in sorted(per_submit)]
+        independent = [[4], [4]]
+        separate = independent + [[1]] * 8
+        merged = independent + [[4], [4]]
+        self.assertEqual(got, separate + separate + merged)
 
     def test_rejects_bad_arguments(self):
         r = run([bin_path("mesa-fork-dispatch-probe"), "--dispatches", "0"],

@@ -175,10 +175,11 @@ class RenderCommand(unittest.TestCase):
 class Syncs(unittest.TestCase):
     def test_waits_on_the_first_ioctl_signals_on_the_last(self):
         """A vkQueueSubmit of three compute streams goes as three ioctls (one
-        command each by default): the first waits on the semaphore, the
-        last signals the semaphore, the fence and the queue's timeline, the
-        one in between has no sync at all."""
-        lines, _ = hk_uapi("semaphores")
+        command each without batching, streams kept apart at pipeline
+        barriers): the first waits on the semaphore, the last signals the
+        semaphore, the fence and the queue's timeline, the one in between has
+        no sync at all."""
+        lines, _ = hk_uapi("semaphores", **SEPARATE)
         cmds = of_type(lines, "compute")
         self.assertEqual(len(cmds), 4, cmds)
         first, second = cmds[0], cmds[1:]
@@ -195,10 +196,15 @@ class Syncs(unittest.TestCase):
         """The kernel fails every SUBMIT once the GPU has crashed (ENODEV): the
         application gets VK_ERROR_DEVICE_LOST, not an abort or a hang."""
         _, r = capture([bin_path("mesa-fork-scenarios"), "--count", "3", "chain"],
-                       ASAHI_SHIM_CRASH_AFTER="1")
+                       ASAHI_SHIM_CRASH_AFTER="1", **SEPARATE)
         self.assertEqual(r.returncode, 2, r.stderr[-2000:])
         self.assertIn("VK_ERROR_DEVICE_LOST", r.stderr)
         self.assertIn("the GPU has crashed", r.stderr)
+
+
+# A chain of N dispatches with a pipeline barrier between each pair is N
+# kernel commands when streams are not merged across pipeline barriers.
+SEPARATE = {"HK_MERGE_STREAMS": "0"}
 
 
 class Submission(unittest.TestCase):
@@ -209,7 +215,8 @@ class Submission(unittest.TestCase):
         return [by[k] for k in sorted(by)]
 
     def test_one_command_per_submit_by_default(self):
-        lines, _ = scenario("chain", count=5)
+        """Without HK_PERFTEST=batch each kernel command is its own ioctl."""
+        lines, _ = scenario("chain", count=5, **SEPARATE)
         subs = self.submits(lines)
         self.assertEqual([len(s) for s in subs], [1] * 5)
         # Only the last ioctl of the vkQueueSubmit signals; each waits on the
@@ -222,8 +229,8 @@ class Submission(unittest.TestCase):
         barrier indices are relative to each ioctl (the shim refuses one
         beyond the commands it has seen), the first ioctl waits, the last
         signals."""
-        stock, _ = scenario("chain", count=70)
-        lines, _ = scenario("chain", count=70, HK_PERFTEST="batch")
+        stock, _ = scenario("chain", count=70, **SEPARATE)
+        lines, _ = scenario("chain", count=70, HK_PERFTEST="batch", **SEPARATE)
         subs = self.submits(lines)
         self.assertEqual([len(s) for s in subs], [64, 6])
         self.assertEqual([c["cdm_barrier"] for c in subs[0]], list(range(64)))
@@ -239,11 +246,11 @@ class Submission(unittest.TestCase):
         """A kernel whose parameters end before max_commands_per_submission
         (it reads 0): batching still submits, one command per ioctl."""
         lines, _ = scenario("chain", count=3, HK_PERFTEST="batch",
-                            ASAHI_SHIM_PARAMS_BYTES="576")
+                            ASAHI_SHIM_PARAMS_BYTES="576", **SEPARATE)
         self.assertEqual([len(s) for s in self.submits(lines)], [1, 1, 1])
 
     def test_batched_small_submission_is_one_ioctl(self):
-        lines, _ = scenario("chain", count=3, HK_PERFTEST="batch")
+        lines, _ = scenario("chain", count=3, HK_PERFTEST="batch", **SEPARATE)
         subs = self.submits(lines)
         self.assertEqual([len(s) for s in subs], [3])
         self.assertEqual([c["cdm_barrier"] for c in subs[0]], [0, 1, 2])

@@ -116,6 +116,7 @@ def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
     return {
         "submissions": len({c["submit"] for c in cmds}),
         "commands": len(cmds),
+        "compute_commands": sum(c["type"] == "compute" for c in cmds),
         "launches": sum(c.get("launches", 0) for c in cmds),
         "barriers": sum(c.get("barriers", 0) for c in cmds),
         "unterminated": len(unterminated),
@@ -147,6 +148,13 @@ def callgrind_ir_per_dispatch(prefix, conf, lazy, n=512):
     return int(m.group(1)) / n
 
 
+# The settings bench hk compares, side by side in one run.
+HK_SETTINGS = (("stock", {"HK_LAZY_BARRIER": "0"}),
+               ("lazy", {"HK_MERGE_STREAMS": "0"}),
+               ("fork", {}),
+               ("fork+batch", {"HK_PERFTEST": "batch"}))
+
+
 def bench_hk(work, prefix, conf, tokens=(8, 24)):
     chroot = Chroot(work, tool.os_codename())
     chroot.ensure()
@@ -161,14 +169,14 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
                                "-a", "^qwen3$", "-o", models],
                               env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
         rows = {}
-        for label, env in (("stock", {"HK_LAZY_BARRIER": "0"}), ("fork", {}),
-                           ("fork+batch", {"HK_PERFTEST": "batch"})):
+        for label, env in HK_SETTINGS:
             with tool.step("llama-bench decode %s, %s" % (
                     " and ".join(map(str, tokens)) + " tokens", label)):
                 a = llama_counts(chroot, prefix, conf, model, tokens[0], env)
                 b = llama_counts(chroot, prefix, conf, model, tokens[1], env)
             per = {k: (b[k] - a[k]) / (tokens[1] - tokens[0])
-                   for k in ("submissions", "commands", "launches", "barriers")}
+                   for k in ("submissions", "commands", "compute_commands", "launches",
+                             "barriers")}
             per["unterminated"] = a["unterminated"] + b["unterminated"]
             per["streams_without_final_barrier"] = (a["streams_without_final_barrier"] +
                                                     b["streams_without_final_barrier"])
@@ -179,30 +187,41 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
         ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
               "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
 
-    s, f, fb = rows["stock"], rows["fork"], rows["fork+batch"]
+    s, f = rows["stock"], rows["fork"]
+    labels = [label for label, _ in HK_SETTINGS]
     print()
     print("llama.cpp (Debian sid %s) decoding a random-weight qwen3 model on Honeykrisp,"
           % "0.7.0")
     print("asahi drm-shim %s; per token = difference of %d- and %d-token runs."
           % (tool.shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
              tokens[1], tokens[0]))
-    print("fork+batch is the fork with HK_PERFTEST=batch (up to 64 kernel commands per")
+    print("stock: HK_LAZY_BARRIER=0. lazy: HK_MERGE_STREAMS=0 (a control stream per")
+    print("pipeline barrier). fork: the defaults (lazy barriers, merged streams).")
+    print("fork+batch: HK_PERFTEST=batch (up to the kernel's limit of commands per")
     print("SUBMIT ioctl; off by default, see docs/changes/hk-uapi.md).")
     ratio = lambda a, b: a / b if b else 0
-    print("%-34s %12s %12s %12s %10s %10s" % ("per token", "stock", "fork", "fork+batch",
-                                              "fork/stock", "batch/stock"))
-    names = {"submissions": "SUBMIT ioctls", "commands": "kernel commands"}
-    for k in ("submissions", "commands", "launches", "barriers"):
-        print("%-34s %12.1f %12.1f %12.1f %10.3f %10.3f" % (
-            names.get(k, k), s[k], f[k], fb[k], ratio(f[k], s[k]), ratio(fb[k], s[k])))
+    print("%-34s" % "per token" + "".join("%12s" % l for l in labels) +
+          "%11s %11s" % ("fork/stock", "batch/stock"))
+    names = {"submissions": "SUBMIT ioctls", "commands": "kernel commands",
+             "compute_commands": "  of which compute"}
+    fb = rows["fork+batch"]
+    for k in ("submissions", "commands", "compute_commands", "launches", "barriers"):
+        print("%-34s" % names.get(k, k) + "".join("%12.1f" % rows[l][k] for l in labels) +
+              "%11.3f %11.3f" % (ratio(f[k], s[k]), ratio(fb[k], s[k])))
     bpl = lambda r: r["barriers"] / r["launches"] if r["launches"] else 0
-    print("%-34s %12.3f %12.3f %12.3f %10.3f %10.3f" % (
-        "barriers per launch", bpl(s), bpl(f), bpl(fb), ratio(bpl(f), bpl(s)),
-        ratio(bpl(fb), bpl(s))))
-    print("%-34s %12d %12d %12d" % ("streams with a launch but no final barrier",
-                                    s["streams_without_final_barrier"],
-                                    f["streams_without_final_barrier"],
-                                    fb["streams_without_final_barrier"]))
+    print("%-34s" % "barriers per launch" + "".join("%12.3f" % bpl(rows[l]) for l in labels) +
+          "%11.3f %11.3f" % (ratio(bpl(f), bpl(s)), ratio(bpl(fb), bpl(s))))
+    print("%-34s" % "streams with a launch, no end barrier" +
+          "".join("%12d" % rows[l]["streams_without_final_barrier"] for l in labels))
+    # With batching every vkQueueSubmit here fits in one ioctl (far fewer
+    # commands than the kernel's limit), so its ioctls count the submits.
+    submits = fb["submissions"]
+    print()
+    print("vkQueueSubmit per token (= SUBMIT ioctls with batching): %.1f" % submits)
+    for l in labels:
+        rows[l]["compute_per_submit"] = ratio(rows[l]["compute_commands"], submits)
+    print("%-34s" % "compute commands per vkQueueSubmit" +
+          "".join("%12.2f" % rows[l]["compute_per_submit"] for l in labels))
     print()
     print("published, M2 Ultra, Qwen3-4B (cited): %d launches and %d barriers per token "
           "stock, about %d with barriers at sync points only (%.3f barriers per launch)"

@@ -4,15 +4,18 @@
  *
  * mesa-fork-dispatch-probe: for users with an Apple GPU under Asahi Linux.
  * Times a chain of small compute dispatches, side by side in one run, with
- * Honeykrisp's stock barriers (HK_LAZY_BARRIER=0), with lazy barriers, and
- * optionally with lazy barriers and a barrier mask. The knobs are read when
- * a device is created, so the probe creates one device per configuration.
+ * Honeykrisp's stock barriers (HK_LAZY_BARRIER=0), with lazy barriers but a
+ * control stream per pipeline barrier (HK_MERGE_STREAMS=0), with the fork's
+ * defaults (lazy barriers, merged streams), and optionally with a barrier
+ * mask. The knobs are read when a device is created, so the probe creates
+ * one device per configuration.
  *
  *   mesa-fork-dispatch-probe [--dispatches N] [--runs R] [--mask M]
  *
  * Two workloads per configuration: "independent" has no synchronization
  * between the N dispatches (where lazy barriers help), "chained" has a
- * pipeline barrier between each pair (where both modes barrier alike).
+ * pipeline barrier between each pair (where every mode barriers alike, and
+ * only merged streams save the kernel commands).
  * Prints the median wall time per dispatch of R submissions, fence to
  * fence, and each configuration's ratio to stock. On a drm-shim nothing
  * executes: there it is a smoke test only.
@@ -33,6 +36,7 @@
 struct config {
    const char *name;
    const char *lazy;
+   const char *merge;
    const char *mask;
 };
 
@@ -143,15 +147,17 @@ main(int argc, char **argv)
    printf("%u dispatches per submission, median of %u submissions\n\n", n,
           runs);
 
-   struct config configs[3] = {
-      {"stock (HK_LAZY_BARRIER=0)", "0", NULL},
-      {"lazy (default)", "1", NULL},
-      {"lazy + mask", "1", mask},
+   struct config configs[4] = {
+      {"stock (HK_LAZY_BARRIER=0)", "0", "0", NULL},
+      {"lazy (HK_MERGE_STREAMS=0)", "1", "0", NULL},
+      {"lazy + merge (default)", "1", "1", NULL},
+      {"default + mask", "1", "1", mask},
    };
-   unsigned nconfigs = mask ? 3 : 2;
-   double us[3][2];
+   unsigned nconfigs = mask ? 4 : 3;
+   double us[4][2];
    for (unsigned i = 0; i < nconfigs; i++) {
       setenv("HK_LAZY_BARRIER", configs[i].lazy, 1);
+      setenv("HK_MERGE_STREAMS", configs[i].merge, 1);
       if (configs[i].mask)
          setenv("HK_CDM_BARRIER_MASK", configs[i].mask, 1);
       else
@@ -159,13 +165,13 @@ main(int argc, char **argv)
       measure(pd, n, runs, us[i]);
    }
 
-   printf("%-28s %16s %9s %16s %9s\n", "configuration", "independent",
+   printf("%-32s %16s %9s %16s %9s\n", "configuration", "independent",
           "vs stock", "chained", "vs stock");
    for (unsigned i = 0; i < nconfigs; i++) {
       char name[64];
       snprintf(name, sizeof(name), "%s%s%s", configs[i].name,
                configs[i].mask ? " " : "", configs[i].mask ? mask : "");
-      printf("%-28s %13.2f us %8.2fx %13.2f us %8.2fx\n", name, us[i][0],
+      printf("%-32s %13.2f us %8.2fx %13.2f us %8.2fx\n", name, us[i][0],
              us[0][0] / us[i][0], us[i][1], us[0][1] / us[i][1]);
    }
 

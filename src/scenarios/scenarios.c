@@ -23,7 +23,28 @@
  *                by a primary that also dispatches once
  *   empty        nothing at all
  *   chain        N dispatches, each separated by a pipeline barrier
+ *   exec-barrier     dispatch, vkCmdPipelineBarrier with stages only (an
+ *                    execution dependency), dispatch
+ *   exec-barrier2    dispatch, vkCmdPipelineBarrier2 with a memory barrier
+ *                    that has stages and no accesses, dispatch
+ *   empty-barrier2   dispatch, vkCmdPipelineBarrier2 with no barrier
+ *                    structures at all, dispatch
+ *   sync2        dispatch, vkCmdPipelineBarrier2 with a buffer memory
+ *                barrier, dispatch
+ *   events2      dispatch, vkCmdSetEvent2, dispatch, vkCmdWaitEvents2,
+ *                dispatch
+ *   render       dispatch, a dynamic-rendering pass that clears an image,
+ *                dispatch, barrier, dispatch
+ *   host         dispatch, barrier to the host stage; the fence wait
+ *                follows
+ *   meta         vkCmdFillBuffer, dispatch, vkCmdCopyBuffer, dispatch,
+ *                vkCmdUpdateBuffer, nothing between them (disjoint ranges)
+ *   timestamp-barrier  timestamp, dispatch, barrier, dispatch, timestamp
+ *   mixed        N rounds of: dispatch, barrier, vkCmdFillBuffer, barrier,
+ *                indirect dispatch, barrier
  *
+ * The scenarios that need Vulkan 1.3 (synchronization2, dynamic rendering)
+ * exit with 77 on a device without it.
  * Prints one line per submitted command buffer.
  */
 
@@ -39,8 +60,9 @@
 struct ctx {
    struct mf_instance mi;
    struct mf_device d;
-   struct mf_buffer buf, args;
+   struct mf_buffer buf, args, scratch;
    struct mf_compute c;
+   bool vk13;
 };
 
 static void
@@ -53,13 +75,37 @@ setup(struct ctx *c, bool validate)
    VkPhysicalDeviceFeatures want = {
       .pipelineStatisticsQuery = have.pipelineStatisticsQuery,
    };
-   mf_device_create(&c->d, pd, &want);
+
+   /* synchronization2 and dynamic rendering, where the device has them. */
+   VkPhysicalDeviceProperties props;
+   vkGetPhysicalDeviceProperties(pd, &props);
+   VkPhysicalDeviceVulkan13Features have13 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+   };
+   if (props.apiVersion >= VK_API_VERSION_1_3) {
+      VkPhysicalDeviceFeatures2 f2 = {
+         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+         .pNext = &have13,
+      };
+      vkGetPhysicalDeviceFeatures2(pd, &f2);
+   }
+   c->vk13 = have13.synchronization2 && have13.dynamicRendering;
+   VkPhysicalDeviceVulkan13Features want13 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+      .synchronization2 = VK_TRUE,
+      .dynamicRendering = VK_TRUE,
+   };
+   mf_device_create_chain(&c->d, pd, 0, &want, c->vk13 ? &want13 : NULL);
    mf_buffer_create(&c->d, 1 << 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &c->buf);
    mf_buffer_create(&c->d, 256,
                     VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                     -1, 0, &c->args);
+   mf_buffer_create(&c->d, 4096,
+                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                    -1, 0, &c->scratch);
    mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->buf.buf, NULL,
                      VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, &c->c);
 }
@@ -83,6 +129,141 @@ compute_barrier(VkCommandBuffer cmd)
    mf_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
               VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+}
+
+static void
+barrier2(VkCommandBuffer cmd, const VkMemoryBarrier2 *mb,
+         const VkBufferMemoryBarrier2 *bb)
+{
+   VkDependencyInfo dep = {
+      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
+      .memoryBarrierCount = mb ? 1 : 0,
+      .pMemoryBarriers = mb,
+      .bufferMemoryBarrierCount = bb ? 1 : 0,
+      .pBufferMemoryBarriers = bb,
+   };
+   vkCmdPipelineBarrier2(cmd, &dep);
+}
+
+static void
+events2(struct ctx *c, VkCommandBuffer cmd)
+{
+   VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+   VkEvent ev;
+   MF_CHECK(vkCreateEvent(c->d.dev, &eci, NULL, &ev));
+   const VkMemoryBarrier2 mb = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+      .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+      .srcAccessMask = VK_ACCESS_2_SHADER_WRITE_BIT,
+      .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+      .dstAccessMask = VK_ACCESS_2_SHADER_READ_BIT,
+   };
+   const VkDependencyInfo dep = {
+      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
+      .memoryBarrierCount = 1,
+      .pMemoryBarriers = &mb,
+   };
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   vkCmdSetEvent2(cmd, ev, &dep);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   vkCmdWaitEvents2(cmd, 1, &ev, &dep);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   mf_submit_wait(&c->d, cmd);
+   printf("submitted: events2\n");
+   vkDestroyEvent(c->d.dev, ev, NULL);
+}
+
+/* A dispatch, a render pass that only clears a 64x32 image, a dispatch with
+ * nothing between it and the pass, then a barrier and a last dispatch.
+ */
+static void
+render(struct ctx *c, VkCommandBuffer cmd)
+{
+   VkImageCreateInfo ici = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+      .imageType = VK_IMAGE_TYPE_2D,
+      .format = VK_FORMAT_R8G8B8A8_UNORM,
+      .extent = {64, 32, 1},
+      .mipLevels = 1,
+      .arrayLayers = 1,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .tiling = VK_IMAGE_TILING_OPTIMAL,
+      .usage = VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+   };
+   VkImage img;
+   MF_CHECK(vkCreateImage(c->d.dev, &ici, NULL, &img));
+   VkMemoryRequirements req;
+   vkGetImageMemoryRequirements(c->d.dev, img, &req);
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = mf_find_memory_type(&c->d.mp, req.memoryTypeBits, 0),
+   };
+   VkDeviceMemory mem;
+   MF_CHECK(vkAllocateMemory(c->d.dev, &mai, NULL, &mem));
+   MF_CHECK(vkBindImageMemory(c->d.dev, img, mem, 0));
+   VkImageViewCreateInfo vci = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
+      .image = img,
+      .viewType = VK_IMAGE_VIEW_TYPE_2D,
+      .format = ici.format,
+      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
+   };
+   VkImageView view;
+   MF_CHECK(vkCreateImageView(c->d.dev, &vci, NULL, &view));
+
+   /* The layout transition comes first, so that nothing but the pass
+    * itself separates the first dispatch from the clear.
+    */
+   VkImageMemoryBarrier2 to_attachment = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
+      .srcStageMask = VK_PIPELINE_STAGE_2_NONE,
+      .dstStageMask = VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
+      .dstAccessMask = VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
+      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+      .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .image = img,
+      .subresourceRange = vci.subresourceRange,
+   };
+   VkDependencyInfo dep = {
+      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
+      .imageMemoryBarrierCount = 1,
+      .pImageMemoryBarriers = &to_attachment,
+   };
+   vkCmdPipelineBarrier2(cmd, &dep);
+
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   VkRenderingAttachmentInfo color = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
+      .imageView = view,
+      .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
+   };
+   VkRenderingInfo ri = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
+      .renderArea = {{0, 0}, {64, 32}},
+      .layerCount = 1,
+      .colorAttachmentCount = 1,
+      .pColorAttachments = &color,
+   };
+   vkCmdBeginRendering(cmd, &ri);
+   vkCmdEndRendering(cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   compute_barrier(cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   mf_submit_wait(&c->d, cmd);
+   printf("submitted: render\n");
+
+   vkDestroyImageView(c->d.dev, view, NULL);
+   vkDestroyImage(c->d.dev, img, NULL);
+   vkFreeMemory(c->d.dev, mem, NULL);
 }
 
 static void
@@ -132,6 +313,15 @@ main(int argc, char **argv)
 
    struct ctx c = {0};
    setup(&c, validate);
+   bool needs13 = !strcmp(scenario, "exec-barrier2") ||
+                  !strcmp(scenario, "empty-barrier2") ||
+                  !strcmp(scenario, "sync2") || !strcmp(scenario, "events2") ||
+                  !strcmp(scenario, "render");
+   if (needs13 && !c.vk13) {
+      printf("skipped: %s needs synchronization2 and dynamic rendering\n",
+             scenario);
+      return 77;
+   }
    VkCommandBuffer cmd = begin(&c, VK_COMMAND_BUFFER_LEVEL_PRIMARY);
 
    if (!strcmp(scenario, "dispatches") || !strcmp(scenario, "base")) {
@@ -154,6 +344,79 @@ main(int argc, char **argv)
             compute_barrier(cmd);
          vkCmdDispatch(cmd, 16, 1, 1);
       }
+   } else if (!strcmp(scenario, "exec-barrier")) {
+      bind(&c, cmd);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 0, NULL, 0,
+                           NULL, 0, NULL);
+      vkCmdDispatch(cmd, 16, 1, 1);
+   } else if (!strcmp(scenario, "exec-barrier2") ||
+              !strcmp(scenario, "empty-barrier2")) {
+      const VkMemoryBarrier2 exec = {
+         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER_2,
+         .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+         .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+      };
+      bind(&c, cmd);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      barrier2(cmd, scenario[1] == 'x' ? &exec : NULL, NULL);
+      vkCmdDispatch(cmd, 16, 1, 1);
+   } else if (!strcmp(scenario, "sync2")) {
+      const VkBufferMemoryBarrier2 bb = {
+         .sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER_2,
+         .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+         .srcAccessMask = VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
+         .dstStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+         .dstAccessMask = VK_ACCESS_2_SHADER_STORAGE_READ_BIT,
+         .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+         .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+         .buffer = c.buf.buf,
+         .size = VK_WHOLE_SIZE,
+      };
+      bind(&c, cmd);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      barrier2(cmd, NULL, &bb);
+      vkCmdDispatch(cmd, 16, 1, 1);
+   } else if (!strcmp(scenario, "events2")) {
+      events2(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "render")) {
+      render(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "host")) {
+      bind(&c, cmd);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      mf_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                 VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                 VK_ACCESS_HOST_READ_BIT);
+   } else if (!strcmp(scenario, "meta")) {
+      /* Transfers on ranges of their own: nothing needs ordering. */
+      const uint32_t words[4] = {1, 2, 3, 4};
+      const VkBufferCopy copy = {.srcOffset = 512, .dstOffset = 1024,
+                                 .size = 256};
+      bind(&c, cmd);
+      vkCmdFillBuffer(cmd, c.scratch.buf, 0, 256, 7);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      vkCmdCopyBuffer(cmd, c.scratch.buf, c.scratch.buf, 1, &copy);
+      vkCmdDispatch(cmd, 16, 1, 1);
+      vkCmdUpdateBuffer(cmd, c.scratch.buf, 2048, sizeof(words), words);
+   } else if (!strcmp(scenario, "mixed")) {
+      for (unsigned i = 0; i < count; i++) {
+         bind(&c, cmd);
+         vkCmdDispatch(cmd, 16, 1, 1);
+         compute_barrier(cmd);
+         indirect(&c, cmd, false);
+         /* The next round's fill overwrites the arguments just read. */
+         mf_barrier(cmd,
+                    VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    VK_ACCESS_SHADER_WRITE_BIT,
+                    VK_PIPELINE_STAGE_TRANSFER_BIT |
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                    VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
+                       VK_ACCESS_SHADER_WRITE_BIT);
+      }
    } else if (!strcmp(scenario, "event")) {
       VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
       VkEvent ev;
@@ -174,8 +437,10 @@ main(int argc, char **argv)
       vkDestroyEvent(c.d.dev, ev, NULL);
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "timestamp") ||
+              !strcmp(scenario, "timestamp-barrier") ||
               !strcmp(scenario, "statistics")) {
       bool stats = scenario[0] == 's';
+      bool split = !strcmp(scenario, "timestamp-barrier");
       VkPhysicalDeviceFeatures have;
       vkGetPhysicalDeviceFeatures(c.d.pd, &have);
       if (stats && !have.pipelineStatisticsQuery) {
@@ -200,6 +465,8 @@ main(int argc, char **argv)
       else
          vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
       vkCmdDispatch(cmd, 16, 1, 1);
+      if (split)
+         compute_barrier(cmd);
       vkCmdDispatch(cmd, 16, 1, 1);
       if (stats)
          vkCmdEndQuery(cmd, qp, 0);
@@ -236,6 +503,7 @@ main(int argc, char **argv)
    mf_compute_destroy(&c.d, &c.c);
    mf_buffer_destroy(&c.d, &c.buf);
    mf_buffer_destroy(&c.d, &c.args);
+   mf_buffer_destroy(&c.d, &c.scratch);
    mf_device_destroy(&c.d);
    unsigned messages = c.mi.messages;
    mf_instance_destroy(&c.mi);
