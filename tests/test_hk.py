@@ -338,6 +338,7 @@ class BarrierMask(unittest.TestCase):
 
     def test_bad_masks_warn_and_are_stock(self):
         for bad, why in (("banana", "is not a 32-bit number"),
+                         ("0240", "decimal without leading zeros"),
                          ("0x8000000", "sets bits outside the barrier flags"),
                          ("0x100000000", "is not a 32-bit number")):
             with self.subTest(mask=bad):
@@ -351,6 +352,18 @@ class BarrierMask(unittest.TestCase):
                 streams, err = capture("dispatches", count=2, HK_CDM_BARRIER_MASK=risky)
                 self.assertIn("wrong results on some chips", err)
                 self.assertEqual(streams, [["L", "L", "B:0x%08x" % int(risky, 16), "T"]])
+
+    def test_knob_warnings_are_printed_once_per_process(self):
+        """mesa-fork-hk-uapi priority creates a device per queue priority in
+        one process: each malformed knob is reported once, not per device."""
+        r = run([bin_path("mesa-fork-hk-uapi"), "priority"],
+                env=shim_env("asahi", HK_LAZY_BARRIER="banana", HK_MERGE_STREAMS="kiwi",
+                             HK_CDM_BARRIER_MASK="0240"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(r.stdout.count("VK_SUCCESS"), 2, r.stdout)
+        for knob in ('HK_LAZY_BARRIER="banana"', 'HK_MERGE_STREAMS="kiwi"',
+                     'HK_CDM_BARRIER_MASK="0240"'):
+            self.assertEqual(r.stderr.count(knob), 1, r.stderr)
 
     def test_default_mask_is_silent(self):
         _, err = capture("dispatches", count=1)
