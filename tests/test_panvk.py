@@ -14,9 +14,12 @@ from forklib import bin_path, run, shim_env
 MiB = 1 << 20
 
 
-def inflight(kind, cmdbufs=1, validate=True, valgrind=False, **opts):
-    """Runs mesa-fork-inflight; returns (summary, VM peak in bytes, big
-    map/unmap operations, stderr)."""
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f]
+
+
+def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, **logs):
     env_knobs = {k: v for k, v in opts.items() if k.isupper()}
     args = []
     for k, v in opts.items():
@@ -24,23 +27,77 @@ def inflight(kind, cmdbufs=1, validate=True, valgrind=False, **opts):
             continue
         flag = "--" + k.replace("_", "-")
         args += [flag] if v is True else [flag, str(v)]
+    env = shim_env("panfrost", **logs, **env_knobs)
+    cmd = [bin_path("mesa-fork-inflight"), "--cmdbufs", str(cmdbufs)] + args + [kind]
+    if validate:
+        cmd.insert(1, "--validate")
+    if valgrind:
+        cmd = ["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",
+               "--error-exitcode=99"] + cmd
+    r = run(cmd, env=env, timeout=600)
+    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    summary = [l for l in lines if l.get("summary")]
+    if r.returncode not in (0, 3) or not summary:
+        raise AssertionError("inflight failed (%d): %s %s" % (r.returncode, r.stdout,
+                                                             r.stderr[-3000:]))
+    # Under the validation layer, every message is a finding unless the test
+    # expects the driver to report an error (which arrives the same way).
+    if validate and not expect_messages:
+        if summary[0]["validation_messages"]:
+            raise AssertionError("validation messages: %s" % r.stderr[-3000:])
+    return summary[0], r
+
+
+def inflight(kind, cmdbufs=1, validate=True, valgrind=False, expect_messages=False, **opts):
+    """Runs mesa-fork-inflight; returns (summary, VM peak in bytes, big
+    map/unmap operations, the completed process)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = shim_env("panfrost", PAN_SHIM_VM_LOG=log, **env_knobs)
-        cmd = [bin_path("mesa-fork-inflight"), "--cmdbufs", str(cmdbufs)] + args + [kind]
-        if validate:
-            cmd.insert(1, "--validate")
-        if valgrind:
-            cmd = ["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",
-                   "--error-exitcode=99"] + cmd
-        r = run(cmd, env=env, timeout=600)
-        lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-        summary = [l for l in lines if l.get("summary")]
-        if r.returncode not in (0, 3) or not summary:
-            raise AssertionError("inflight failed (%d): %s %s" % (r.returncode, r.stdout,
-                                                                 r.stderr[-3000:]))
-        ops = [json.loads(l) for l in open(log)]
-    return summary[0], max(o["peak"] for o in ops), ops, r
+        s, r = _run(kind, cmdbufs, validate, valgrind, expect_messages, opts,
+                    PAN_SHIM_VM_LOG=log)
+        ops = read_jsonl(log)
+    return s, max(o["peak"] for o in ops), ops, r
+
+
+def captured(kind, cmdbufs=1, validate=True, expect_messages=False, **opts):
+    """Runs mesa-fork-inflight with the panthor shim's submit capture; returns
+    (summary, device model, every capture line in order, the completed
+    process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "capture.jsonl")
+        s, r = _run(kind, cmdbufs, validate, False, expect_messages, opts,
+                    PAN_SHIM_CAPTURE=log)
+        lines = read_jsonl(log)
+    devices = [l["device"] for l in lines if "device" in l]
+    if len(devices) != 1:
+        raise AssertionError("no device line in the capture: %s" % lines[:3])
+    return s, devices[0], lines, r
+
+
+def jobs(lines):
+    return [l for l in lines if "job" in l]
+
+
+def pow2(n):
+    """The power of two at or above n."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def wls_range(job, dev):
+    """[start, end) of the WLS a job's descriptor gives it: instances per
+    core of instance_size bytes, for every core id."""
+    w = job["wls"]
+    return w["base"], w["base"] + w["instance_size"] * w["instances"] * dev["core_id_range"]
+
+
+def resident_instances(dev, local_size):
+    """WLS instances one core keeps resident, from the device model: a task
+    holds threads_per_core / tasks_per_core threads, so that many workgroups
+    (rounded up), times the tasks of a core, rounded up to a power of two as
+    the descriptor encodes the count."""
+    threads_per_task = dev["threads_per_core"] // dev["tasks_per_core"]
+    wg_per_task = -(-threads_per_task // local_size)
+    return pow2(wg_per_task * dev["tasks_per_core"])
 
 
 class SharedTLS(unittest.TestCase):
@@ -50,7 +107,8 @@ class SharedTLS(unittest.TestCase):
             s, peak, _, _ = inflight("tls", n, tls_kib=4, PANVK_SHARED_TLS="0")
             self.assertEqual(s["ok"], n)
             peaks.append(peak)
-        # Each command buffer adds its own TLS: 608 MiB at 4 KiB per thread.
+        # Each command buffer adds its own TLS: 608 MiB at the 16 KiB per
+        # thread the compiler gives a 4 KiB private array.
         self.assertGreater(peaks[1] - peaks[0], 512 * MiB, peaks)
         self.assertGreater(peaks[2] - peaks[1], 512 * MiB, peaks)
         s, _, _, _ = inflight("tls", 12, validate=False, tls_kib=4, PANVK_SHARED_TLS="0")
@@ -60,8 +118,7 @@ class SharedTLS(unittest.TestCase):
         peaks = []
         for n in (1, 12, 32):
             s, peak, _, _ = inflight("tls", n, tls_kib=4)
-            self.assertEqual((s["ok"], s["out_of_device_memory"], s["validation_messages"]),
-                             (n, 0, 0))
+            self.assertEqual((s["ok"], s["out_of_device_memory"]), (n, 0))
             peaks.append(peak)
         self.assertLess(max(peaks) - min(peaks), 16 * MiB, peaks)
 
@@ -69,7 +126,8 @@ class SharedTLS(unittest.TestCase):
         s, _, ops, _ = inflight("tls", 4, tls_kib=1, tls_grow=True)
         self.assertEqual(s["ok"], 4)
         maps = [o["size"] // MiB for o in ops if o["op"] == "map" and o["size"] >= 64 * MiB]
-        # 1, 2, 3 and 4 KiB per thread: 3 rounds up to 4, so the last reuses it.
+        # Arrays of 1, 2, 3 and 4 KiB: 4, 8, 12 and 16 KiB per thread; 12
+        # rounds up to 16, so the last command buffer reuses that buffer.
         self.assertEqual(maps, [152, 304, 608])
 
     def test_replaced_buffers_are_freed_and_nothing_leaks(self):
@@ -89,7 +147,20 @@ class SharedTLS(unittest.TestCase):
 
     def test_submitted_command_buffers(self):
         s, _, _, _ = inflight("tls", 12, tls_kib=4, submit=True)
-        self.assertEqual((s["ok"], s["validation_messages"]), (12, 0))
+        self.assertEqual(s["ok"], 12)
+
+    def test_tls_over_4_gib_is_an_error_not_a_wrap(self):
+        """128 KiB per thread (a 32 KiB private array) for 2048 threads on a
+        core id range of 19 is 4.75 GiB, which wrapped to 0.75 GiB in 32 bits
+        and became the device-wide buffer; now it fails cleanly, with either
+        knob setting."""
+        for knob in ("1", "0"):
+            s, peak, _, r = inflight("tls", tls_kib=32, expect_messages=True,
+                                     PANVK_SHARED_TLS=knob)
+            self.assertEqual((s["ok"], s["out_of_device_memory"]), (0, 1), knob)
+            self.assertIn("TLS of", r.stderr)
+            self.assertIn("VA heap", r.stderr)
+            self.assertLess(peak, 64 * MiB, knob)
 
 
 class WLSReuse(unittest.TestCase):
@@ -103,36 +174,188 @@ class WLSReuse(unittest.TestCase):
 
     def test_reuse_is_independent_of_the_grid(self):
         _, small, _, _ = inflight("wls", groups=64)
-        _, large, _, _ = inflight("wls", groups=1 << 16)
+        _, large, _, _ = inflight("wls", groups=65535)
+        _, square, _, _ = inflight("wls", groups=65535, groups_y=65535)
         self.assertEqual(small, large)
+        self.assertEqual(small, square)
         self.assertLess(large, 64 * MiB)
+
+    def test_one_dispatch_binds_the_resident_instances_of_every_core(self):
+        """32 KiB, 256 invocations: 8 instances per core on the G610 model
+        (2 workgroups per task, 4 tasks), 4.75 MiB for a core id range of 19,
+        not 19 MiB (instances counted for all cores, then again per core)."""
+        _, base, _, _ = inflight("wls", groups=1, shared_kib=1, local_size=1024)
+        s, one, _, _ = inflight("wls", groups=4096)
+        self.assertEqual(s["ok"], 1)
+        expect = 32 * 1024 * pow2(2 * 4) * 19
+        self.assertAlmostEqual(one - base, expect, delta=MiB)
+
+    def test_single_invocation_workgroups_fit(self):
+        """local_size_x = 1 and 32 KiB: 512 workgroups per task, 2048 per core,
+        1216 MiB in all; counting them for all 4 cores asked for 4864 MiB and
+        failed vkEndCommandBuffer."""
+        s, peak, _, _ = inflight("wls", groups=8192, local_size=1)
+        self.assertEqual((s["ok"], s["out_of_device_memory"]), (1, 0))
+        self.assertAlmostEqual(peak, 32 * 1024 * 2048 * 19, delta=16 * MiB)
 
     def test_concurrent_dispatches_get_disjoint_memory(self):
         """Without barriers the dispatches may overlap: their WLS must not."""
         _, one, _, _ = inflight("wls", groups=4096)
         _, eight, _, _ = inflight("wls", groups=4096, dispatches=8)
         # Each of the seven extra dispatches binds a range of its own.
-        self.assertGreater((eight - one) / 7, 8 * MiB, (one, eight))
+        self.assertAlmostEqual((eight - one) / 7, 32 * 1024 * 8 * 19, delta=MiB / 7)
 
     def test_dispatches_after_a_barrier_reuse_it(self):
         _, one, _, _ = inflight("wls", groups=4096)
         s, eight, _, _ = inflight("wls", groups=4096, dispatches=8, barrier=True)
-        self.assertEqual((s["ok"], s["validation_messages"]), (1, 0))
+        self.assertEqual(s["ok"], 1)
         self.assertEqual(eight, one)
 
     def test_grid_sized_wls_over_4_gib_is_an_error_not_a_wrap(self):
-        """65536 workgroups x 32 KiB x cores exceeds 32 bits: stock used to wrap
+        """65535 workgroups x 32 KiB x 19 exceeds 32 bits: stock used to wrap
         the size and allocate a fraction of it; now it fails cleanly."""
-        s, peak, _, _ = inflight("wls", validate=False, groups=1 << 16, PANVK_WLS_REUSE="0")
+        s, peak, _, r = inflight("wls", groups=65535, expect_messages=True,
+                                 PANVK_WLS_REUSE="0")
         self.assertEqual((s["ok"], s["out_of_device_memory"]), (0, 1))
-        s, peak, _, _ = inflight("wls", groups=1 << 16)
+        self.assertIn("exceeds the VA heap", r.stderr)
+        s, peak, _, _ = inflight("wls", groups=65535)
         self.assertEqual(s["ok"], 1)
         self.assertLess(peak, 64 * MiB)
+
+    def test_instance_count_does_not_wrap_at_32_bits(self):
+        """65535 x 65535 workgroups (the device limit on each axis) is 2^32
+        instances for the whole grid: 0 in 32 bits, which asserted in pan_pack
+        or encoded one instance. Stock sizing fails cleanly, reuse clamps."""
+        s, peak, _, r = inflight("wls", groups=65535, groups_y=65535,
+                                 expect_messages=True, PANVK_WLS_REUSE="0")
+        self.assertEqual((s["ok"], s["out_of_device_memory"]), (0, 1))
+        self.assertIn("WLS of 4294967296 instances per core", r.stderr)
+        s, dev, lines, _ = captured("wls", groups=65535, groups_y=65535, submit=True)
+        self.assertEqual(s["ok"], 1)
+        (job,) = jobs(lines)
+        self.assertEqual(job["grid"], [65535, 65535, 1])
+        self.assertEqual(job["wls"]["instances"], resident_instances(dev, 256))
 
     def test_malformed_knob_warns_and_is_stock(self):
         _, peak, _, r = inflight("wls", groups=4096, PANVK_WLS_REUSE="2")
         self.assertIn('PANVK_WLS_REUSE="2" is not a boolean', r.stderr)
         self.assertGreater(peak, 2 << 30)
+
+
+class Capture(unittest.TestCase):
+    """What the submitted jobs point at, decoded by the panthor shim from the
+    command streams (PAN_SHIM_CAPTURE)."""
+
+    def test_device_model(self):
+        _, dev, _, _ = captured("wls", submit=True)
+        # The G610 the shim models: cores 0, 2, 16 and 18 (0x50005).
+        self.assertEqual((dev["core_count"], dev["core_id_range"]), (4, 19))
+        self.assertEqual((dev["threads_per_core"], dev["tasks_per_core"]), (2048, 4))
+
+    def test_every_job_on_the_shared_tls_uses_its_stride(self):
+        """Command buffers needing less than the buffer has must still encode
+        the buffer's per-thread size: different strides on one buffer let a
+        thread's slot of one job overlap another thread's slot of another."""
+        s, dev, lines, _ = captured("tls", 3, tls_kib=1, tls_shrink=True,
+                                    dispatches=2, submit=True)
+        self.assertEqual(s["ok"], 3)
+        tls_jobs = [j for j in jobs(lines) if j["tls"]]
+        self.assertEqual(len(tls_jobs), 6)
+        slots = dev["threads_per_core"] * dev["core_id_range"]
+        for j in tls_jobs:
+            t = j["tls"]
+            self.assertTrue(t["bound"], j)
+            self.assertEqual(t["base"], t["bo_va"], j)
+            self.assertEqual(t["thread_size"] * slots, t["bo_size"], j)
+        # One buffer for all three, sized for the first (largest) need.
+        self.assertEqual(len({j["tls"]["base"] for j in tls_jobs}), 1)
+
+    def test_stock_jobs_keep_their_own_stride(self):
+        s, dev, lines, _ = captured("tls", 3, tls_kib=1, tls_shrink=True, submit=True,
+                                    PANVK_SHARED_TLS="0")
+        sizes = [j["tls"]["thread_size"] for j in jobs(lines)]
+        self.assertEqual(len(sizes), 3)
+        self.assertEqual(sorted(sizes, reverse=True), sizes)
+        self.assertGreater(sizes[0], sizes[2])
+
+    def test_replaced_buffer_stays_bound_while_its_work_is_pending(self):
+        """Each command buffer is submitted right after it is recorded, and
+        the next one replaces the shared buffer: the replaced one must stay
+        bound until the queue is waited on, which the client does only after
+        its last submission."""
+        s, dev, lines, _ = captured("tls", 4, tls_kib=1, tls_grow=True, submit=True)
+        self.assertEqual(s["ok"], 4)
+        last_submit = max(i for i, l in enumerate(lines)
+                          if "job" in l and l["tls"])
+        used = []
+        for i, l in enumerate(lines[:last_submit + 1]):
+            if "job" in l and l["tls"]:
+                self.assertTrue(l["tls"]["bound"], l)
+                used.append((l["tls"]["bo_va"], l["tls"]["bo_size"], l["job"]))
+            if "unbind" in l:
+                u = l["unbind"]
+                for va, size, job in used:
+                    self.assertFalse(u["va"] < va + size and va < u["va"] + u["size"],
+                                     "buffer of pending job %d unbound: %s" % (job, u))
+        # Four different buffers were in use: the test saw replacements.
+        self.assertEqual(len({u[0] for u in used}), 3)
+
+    def check_wls_reuse_waits(self, lines, dev):
+        """Two jobs whose WLS overlap must be ordered: a wait on the
+        scoreboard entry of the earlier one lies between them. Returns how
+        many overlapping (ordered) pairs there were."""
+        reused = 0
+        js = [j for j in jobs(lines) if j["wls"]]
+        for a in range(len(js)):
+            for b in range(a + 1, len(js)):
+                ja, jb = js[a], js[b]
+                if ja["submit"] != jb["submit"]:
+                    continue
+                (sa, ea), (sb, eb) = wls_range(ja, dev), wls_range(jb, dev)
+                if not (sa < eb and sb < ea):
+                    continue
+                waited = any(js[k]["waited"] & (1 << ja["sb"]) for k in range(a + 1, b + 1))
+                self.assertTrue(waited, "jobs %d and %d share WLS and may run together"
+                                % (ja["job"], jb["job"]))
+                reused += 1
+        return reused
+
+    def test_wls_of_concurrent_dispatches_is_disjoint(self):
+        for opts in ({}, {"host_barrier": True}):
+            s, dev, lines, _ = captured("wls", groups=4096, dispatches=8, submit=True, **opts)
+            self.assertEqual(s["ok"], 1)
+            js = jobs(lines)
+            self.assertEqual(len(js), 8)
+            for j in js:
+                start, end = wls_range(j, dev)
+                self.assertTrue(j["wls"]["bound"], j)
+                self.assertLessEqual(end, j["wls"]["bo_va"] + j["wls"]["bo_size"], j)
+            self.assertEqual(self.check_wls_reuse_waits(lines, dev), 0, opts)
+
+    def test_wls_is_reused_only_after_a_wait_on_every_earlier_job(self):
+        s, dev, lines, _ = captured("wls", groups=4096, dispatches=8, barrier=True,
+                                    submit=True)
+        self.assertEqual(s["ok"], 1)
+        # All eight share one range, each after the barrier's wait.
+        self.assertEqual(self.check_wls_reuse_waits(lines, dev), 8 * 7 // 2)
+
+    def test_wls_instances_per_core_are_what_a_core_keeps_resident(self):
+        for local_size in (1, 64, 256, 1024):
+            for shared_kib in (1, 16, 32):
+                for groups in (4, 8192):
+                    s, dev, lines, _ = captured("wls", groups=groups, local_size=local_size,
+                                                shared_kib=shared_kib, submit=True)
+                    (j,) = jobs(lines)
+                    what = (local_size, shared_kib, groups)
+                    self.assertEqual(j["wg_size"], [local_size, 1, 1], what)
+                    w = j["wls"]
+                    self.assertEqual(w["instances"],
+                                     min(pow2(groups), resident_instances(dev, local_size)),
+                                     what)
+                    self.assertEqual(w["instance_size"], pow2(shared_kib * 1024), what)
+                    start, end = wls_range(j, dev)
+                    self.assertTrue(w["bound"], what)
+                    self.assertLessEqual(end, w["bo_va"] + w["bo_size"], what)
 
 
 if __name__ == "__main__":

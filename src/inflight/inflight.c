@@ -8,15 +8,22 @@
  * returned for each. With --submit they are also submitted and waited on.
  *
  *   mesa-fork-inflight [--validate] [--submit] [--cmdbufs N]
- *                      [--dispatches D] [--groups G] [--tls-kib K]
- *                      [--barrier] tls|wls
+ *                      [--dispatches D] [--groups G] [--groups-y Y]
+ *                      [--tls-kib K] [--local-size L] [--shared-kib S]
+ *                      [--barrier] [--host-barrier] [--tls-grow]
+ *                      [--tls-shrink] tls|wls
  *
- * --barrier puts a compute-to-compute pipeline barrier between dispatches.
+ * --barrier puts a compute-to-compute pipeline barrier between dispatches,
+ * --host-barrier a host-to-compute one, which orders no compute work.
  * --tls-grow gives command buffer i a shader needing (i + 1) * K KiB, so
- * that each one needs more TLS than the one before.
+ * that each one needs more TLS than the one before; --tls-shrink gives it
+ * (N - i) * K KiB, so that each one needs less.
  *
  *   tls   a shader spilling a K KiB (default 16) private array per thread
- *   wls   a shader with 32 KiB of workgroup-shared memory (WLS)
+ *   wls   a shader with S KiB (default 32) of workgroup-shared memory (WLS)
+ *         and L (default 256) invocations per workgroup
+ *
+ * Each dispatch is G x Y x 1 workgroups (default 64 x 1).
  *
  * Prints one JSON line per command buffer, then a summary line.
  */
@@ -34,8 +41,10 @@
 int
 main(int argc, char **argv)
 {
-   unsigned n = 12, dispatches = 1, groups = 64, tls_kib = 16;
+   unsigned n = 12, dispatches = 1, groups = 64, groups_y = 1, tls_kib = 16;
+   unsigned local_size = 256, shared_kib = 32;
    bool validate = false, do_submit = false, barriers = false, grow = false;
+   bool host_barriers = false, shrink = false;
    const char *kind = NULL;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--validate"))
@@ -44,26 +53,41 @@ main(int argc, char **argv)
          do_submit = true;
       else if (!strcmp(argv[i], "--barrier"))
          barriers = true;
+      else if (!strcmp(argv[i], "--host-barrier"))
+         host_barriers = true;
       else if (!strcmp(argv[i], "--tls-grow"))
          grow = true;
+      else if (!strcmp(argv[i], "--tls-shrink"))
+         shrink = true;
       else if (!strcmp(argv[i], "--cmdbufs") && i + 1 < argc)
          n = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--dispatches") && i + 1 < argc)
          dispatches = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--groups") && i + 1 < argc)
          groups = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--groups-y") && i + 1 < argc)
+         groups_y = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--tls-kib") && i + 1 < argc)
          tls_kib = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--local-size") && i + 1 < argc)
+         local_size = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--shared-kib") && i + 1 < argc)
+         shared_kib = strtoul(argv[++i], NULL, 10);
       else if (!kind && (!strcmp(argv[i], "tls") || !strcmp(argv[i], "wls")))
          kind = argv[i];
       else
          kind = NULL, argc = 0;
    }
+   /* Larger sizes are the device's limits to check, not this client's. */
    if (!kind || n == 0 || n > 1024 || dispatches == 0 || groups == 0 ||
-       tls_kib == 0 || tls_kib > 256) {
+       groups_y == 0 || tls_kib == 0 || tls_kib > 256 || local_size == 0 ||
+       local_size > 1024 || shared_kib == 0 || shared_kib > 64 ||
+       (grow && shrink) || (barriers && host_barriers)) {
       fprintf(stderr, "usage: mesa-fork-inflight [--validate] [--submit] "
                       "[--cmdbufs N] [--dispatches D] [--groups G] "
-                      "[--tls-kib K] [--barrier] [--tls-grow] tls|wls\n");
+                      "[--groups-y Y] [--tls-kib K] [--local-size L] "
+                      "[--shared-kib S] [--barrier] [--host-barrier] "
+                      "[--tls-grow] [--tls-shrink] tls|wls\n");
       return 64;
    }
    bool tls = !strcmp(kind, "tls");
@@ -77,19 +101,29 @@ main(int argc, char **argv)
    mf_buffer_create(&d, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &buf);
 
-   /* One pipeline per command buffer with --tls-grow, else one for all. */
+   /* One pipeline per command buffer with --tls-grow or --tls-shrink, else
+    * one for all.
+    */
    const uint32_t *spv = tls ? spill_spv : shared_spv;
    size_t spv_size = tls ? sizeof(spill_spv) : sizeof(shared_spv);
-   unsigned npipes = grow ? n : 1;
+   unsigned npipes = grow || shrink ? n : 1;
    VkPipeline *pipes = calloc(npipes, sizeof(*pipes));
    struct mf_compute c;
    for (unsigned p = 0; p < npipes; p++) {
-      uint32_t priv_words = tls_kib * 256 * (p + 1);
+      uint32_t priv_words = tls_kib * 256 * (shrink ? n - p : p + 1);
       VkSpecializationMapEntry entry = {0, 0, sizeof(priv_words)};
       VkSpecializationInfo spec = {1, &entry, sizeof(priv_words), &priv_words};
+      uint32_t wls_consts[2] = {local_size, shared_kib * 256};
+      VkSpecializationMapEntry wls_entries[2] = {
+         {1, 0, sizeof(uint32_t)},
+         {2, sizeof(uint32_t), sizeof(uint32_t)},
+      };
+      VkSpecializationInfo wls_spec = {2, wls_entries, sizeof(wls_consts),
+                                       wls_consts};
+      if (!tls)
+         spec = wls_spec;
       if (p == 0) {
-         mf_compute_create(&d, spv, spv_size, 4, buf.buf, tls ? &spec : NULL,
-                           0, &c);
+         mf_compute_create(&d, spv, spv_size, 4, buf.buf, &spec, 0, &c);
          pipes[0] = c.pipe;
       } else {
          pipes[p] = mf_compute_pipeline(&d, &c, spv, spv_size, &spec, 0);
@@ -101,7 +135,7 @@ main(int argc, char **argv)
    for (unsigned i = 0; i < n; i++) {
       uint32_t words = 1 << 18;
       cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
-      c.pipe = pipes[grow ? i : 0];
+      c.pipe = pipes[npipes > 1 ? i : 0];
       mf_compute_bind(cmds[i], &c, &words, sizeof(words));
       for (unsigned k = 0; k < dispatches; k++) {
          if (barriers && k) {
@@ -110,7 +144,13 @@ main(int argc, char **argv)
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_ACCESS_SHADER_READ_BIT);
          }
-         vkCmdDispatch(cmds[i], groups, 1, 1);
+         if (host_barriers && k) {
+            mf_barrier(cmds[i], VK_PIPELINE_STAGE_HOST_BIT,
+                       VK_ACCESS_HOST_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_ACCESS_SHADER_READ_BIT);
+         }
+         vkCmdDispatch(cmds[i], groups, groups_y, 1);
       }
       VkResult r = vkEndCommandBuffer(cmds[i]);
       ok += r == VK_SUCCESS;

@@ -1,18 +1,22 @@
 #version 450
 // SPDX-License-Identifier: MIT
-// 32 KiB of workgroup-shared memory (WLS).
-layout(local_size_x = 256) in;
+// SHARED_WORDS * 4 bytes (by default 32 KiB) of workgroup-shared memory
+// (WLS), with a local size of LOCAL_SIZE (by default 256); both are
+// specialization constants.
+layout(local_size_x_id = 1) in;
 layout(std430, set = 0, binding = 0) buffer Data { uint v[]; } data;
 layout(push_constant) uniform Push { uint n; } pc;
-shared uint tile[8192];
+layout(constant_id = 1) const uint LOCAL_SIZE = 256u;
+layout(constant_id = 2) const uint SHARED_WORDS = 8192u;
+shared uint tile[SHARED_WORDS];
 void main()
 {
    uint l = gl_LocalInvocationIndex;
-   for (uint i = l; i < 8192u; i += 256u)
-      tile[i] = data.v[(gl_WorkGroupID.x * 8192u + i) % pc.n];
+   for (uint i = l; i < SHARED_WORDS; i += LOCAL_SIZE)
+      tile[i] = data.v[(gl_WorkGroupID.x * SHARED_WORDS + i) % pc.n];
    barrier();
    uint acc = 0u;
    for (uint i = 0u; i < 32u; i++)
-      acc += tile[(l * 32u + i) % 8192u];
+      acc += tile[(l * 32u + i) % SHARED_WORDS];
    data.v[gl_GlobalInvocationID.x % pc.n] = acc;
 }
