@@ -278,8 +278,10 @@ def bench_panvk(work, prefix, conf):
           % " ".join("%s=%s" % kv for kv in tool.shim_env_pairs(conf, "panfrost").items()))
     print("stock = PANVK_SHARED_TLS=0 PANVK_WLS_REUSE=0, same build, one run")
     print()
-    print("TLS: command buffers kept in flight, each one dispatch of a shader spilling "
-          "4 KiB per thread")
+    print("TLS: command buffers kept in flight, each one dispatch of a shader with a "
+          "4 KiB private array")
+    print("(the compiler gives it 16 KiB per thread: 16 KiB x 2048 threads x core id "
+          "range 19 = 608 MiB)")
     print("%-16s %22s %22s %10s" % ("in flight", "stock", "fork", "fork/stock"))
     for n in (1, 4, 12, 32):
         with tool.step("TLS, %d command buffers" % n):
@@ -298,6 +300,18 @@ def bench_panvk(work, prefix, conf):
             s = inflight_peak(prefix, conf, "wls", 1, stock, **opts)
             f = inflight_peak(prefix, conf, "wls", 1, fork, **opts)
         print("%-16s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
+    print()
+    print("WLS: one dispatch, 32 KiB shared memory, by workgroup size and grid")
+    print("(fork: instances per core = what one core keeps resident, "
+          "x core id range 19)")
+    print("%-24s %22s %22s %10s" % ("local size, grid", "stock", "fork", "fork/stock"))
+    for local, gx, gy in ((256, 4096, 1), (64, 4096, 1), (1, 8192, 1), (256, 65535, 65535)):
+        label = "%d, %dx%d" % (local, gx, gy)
+        opts = dict(groups=gx, groups_y=gy, local_size=local)
+        with tool.step("WLS, %s" % label):
+            s = inflight_peak(prefix, conf, "wls", 1, stock, **opts)
+            f = inflight_peak(prefix, conf, "wls", 1, fork, **opts)
+        print("%-24s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
     print()
     print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
           "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")
