@@ -17,7 +17,8 @@ WC = DL | HV | HC          # coherent, write-combined
 NC = DL | HV | CA          # cached, not coherent
 CC = DL | HV | HC | CA     # cached and coherent: the new type
 
-PR = DL | 0x20             # protected, which the shim's kernel supports on Gfx12
+PROTECTED = 0x20
+PR = DL | PROTECTED        # protected, which the shim's kernel supports on Gfx12
 
 # Base types (the shim reports protected-content support on Gfx12, so a
 # protected type follows the stock types), then ANV's descriptor-buffer copy
@@ -31,8 +32,14 @@ EXPECTED = {
     "glk": ([WC, NC, WC, NC],) * 2,                # Atom-class, no set-PAT uAPI
 }
 
-# BSpec 45101: on MTL/ARL, PAT 3 is CPU write-back and GPU-snooped (1-way).
+# The PAT of MTL/ARL (BSpec 45101; Linux's i915 programs the same table in
+# xelpg_setup_private_ppat()): index 0 is write-back without coherency, 3 is
+# write-back and 1-way coherent (the GPU snoops the CPU's caches).
+MTL_ARL_WRITEBACK_INCOHERENT_PAT = 0
 MTL_ARL_CACHED_COHERENT_PAT = 3
+
+# The i915 uAPI's mmap modes, as the intel drm-shim names them.
+WB, WCMAP = "wb", "wc"
 
 
 def intel_env(platform, knob=None, **extra):
@@ -81,36 +88,76 @@ class VulkaninfoMemoryTypes(unittest.TestCase):
         self.assertIn('ANV_CACHED_COHERENT="cached" is not a boolean', r.stderr)
 
 
-class PatIndex(unittest.TestCase):
-    def _allocs(self, knob):
+def buffers_by_type(facts, log):
+    """{memory type index: (flags, PAT index, mmap mode)} for the allocations
+    of mesa-fork-memtypes --alloc-each, from the intel drm-shim's log: each
+    allocation is the GEM_CREATE_EXT of its size (ANV may round it up, never
+    by the 4 MiB that separates two types) and the CPU mapping of that handle
+    requested next."""
+    with open(log) as f:
+        gem = [json.loads(l) for l in f]
+    types = {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
+    out = {}
+    for a in (f for f in facts if f["kind"] == "alloc"):
+        if a["result"] != "VK_SUCCESS":
+            raise AssertionError("allocation failed: %s" % a)
+        created = [n for n, g in enumerate(gem) if g["ioctl"] == "GEM_CREATE_EXT" and
+                   a["size"] <= g["size"] < a["size"] + (4 << 20)]
+        if len(created) != 1:
+            raise AssertionError("no unique GEM_CREATE_EXT for %s: %s" % (a, gem))
+        create = gem[created[0]]
+        maps = [g for g in gem[created[0] + 1:]
+                if g["ioctl"] in ("GEM_MMAP_OFFSET", "GEM_MMAP") and
+                g["handle"] == create["handle"]]
+        if not maps:
+            raise AssertionError("memory of type %d was never mapped: %s" % (a["index"], gem))
+        out[a["index"]] = (types[a["index"]], create["pat_index"], maps[0]["mode"])
+    return out
+
+
+class Caching(unittest.TestCase):
+    """The PAT index and CPU mapping the driver asks the kernel for, per
+    memory type: the new type's speed comes from a write-back mapping."""
+
+    def _buffers(self, plat, knob):
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, "gem.jsonl")
-            facts, _ = memtypes(intel_env("arl", knob, INTEL_STUB_GPU_LOG=log), "--alloc-each")
-            gem = [json.loads(l) for l in open(log)]
-        types = {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
-        out = {}
-        for a in (f for f in facts if f["kind"] == "alloc"):
-            self.assertEqual(a["result"], "VK_SUCCESS", a)
-            # ANV may round the size up, never by 4 MiB (the spacing).
-            match = [g for g in gem if a["size"] <= g["size"] < a["size"] + (4 << 20)]
-            self.assertEqual(len(match), 1, "no unique GEM_CREATE_EXT for %s: %s" % (a, gem))
-            out[a["index"]] = (types[a["index"]], match[0]["pat_index"])
-        return out
+            facts, _ = memtypes(intel_env(plat, knob, INTEL_STUB_GPU_LOG=log), "--alloc-each")
+            return buffers_by_type(facts, log)
 
-    def test_new_type_uses_the_cached_coherent_pat_entry(self):
-        allocs = self._allocs(None)
-        cc = [pat for flags, pat in allocs.values()
-              if flags == "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED"]
-        wc = [pat for flags, pat in allocs.values()
-              if flags == "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT"]
-        self.assertEqual(len(cc), 2, allocs)   # the base type and its descriptor copy
-        self.assertEqual(set(cc), {MTL_ARL_CACHED_COHERENT_PAT})
-        self.assertTrue(wc and MTL_ARL_CACHED_COHERENT_PAT not in wc, allocs)
+    def _of(self, buffers, flags):
+        return [(pat, mode) for f, pat, mode in buffers.values() if f == flags]
+
+    def test_new_type_is_the_cached_coherent_entry_mapped_write_back(self):
+        for plat in ("mtl", "arl"):
+            with self.subTest(platform=plat):
+                got = self._of(self._buffers(plat, None),
+                               "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT|HOST_CACHED")
+                # The base type and its descriptor-buffer copy.
+                self.assertEqual(got, [(MTL_ARL_CACHED_COHERENT_PAT, WB)] * 2)
+
+    def test_stock_coherent_type_is_mapped_write_combined(self):
+        for plat in ("mtl", "arl"):
+            for knob in (None, "0"):
+                with self.subTest(platform=plat, knob=knob):
+                    got = self._of(self._buffers(plat, knob),
+                                   "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT")
+                    self.assertEqual(len(got), 2, got)
+                    self.assertEqual({mode for _, mode in got}, {WCMAP})
+                    self.assertNotIn(MTL_ARL_CACHED_COHERENT_PAT, [pat for pat, _ in got])
+
+    def test_cached_type_is_the_incoherent_write_back_entry(self):
+        for plat in ("mtl", "arl"):
+            for knob in (None, "0"):
+                with self.subTest(platform=plat, knob=knob):
+                    got = self._of(self._buffers(plat, knob),
+                                   "DEVICE_LOCAL|HOST_VISIBLE|HOST_CACHED")
+                    self.assertEqual(got, [(MTL_ARL_WRITEBACK_INCOHERENT_PAT, WB)] * 2)
 
     def test_stock_never_asks_for_the_cached_coherent_entry(self):
-        allocs = self._allocs("0")
-        self.assertTrue(allocs)
-        self.assertNotIn(MTL_ARL_CACHED_COHERENT_PAT, [pat for _, pat in allocs.values()])
+        buffers = self._buffers("arl", "0")
+        self.assertEqual(len(buffers), 4, buffers)   # 2 host-visible types + copies
+        self.assertNotIn(MTL_ARL_CACHED_COHERENT_PAT, [pat for _, pat, _ in buffers.values()])
 
 
 class AllocatorOracle(unittest.TestCase):
