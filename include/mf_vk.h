@@ -102,7 +102,8 @@ struct mf_buffer {
 };
 
 /* A buffer bound to its own allocation of memory type `type`, or of the
- * first type having `flags` when type is negative.
+ * first type having `flags` when type is negative. Exits with a message when
+ * the buffer's memoryTypeBits exclude `type`.
  */
 void mf_buffer_create(struct mf_device *d, VkDeviceSize size,
                       VkBufferUsageFlags usage, int type,

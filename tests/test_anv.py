@@ -190,20 +190,40 @@ class AllocatorOracle(unittest.TestCase):
 
 
 class ReadbackProbe(unittest.TestCase):
-    def test_probe_covers_every_host_visible_type(self):
-        r = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "3"],
-                env=intel_env("arl"))
-        self.assertEqual(r.returncode, 0, r.stderr)
-        lines = [l for l in r.stdout.splitlines() if l.startswith("type ")]
-        self.assertEqual(len(lines), 6, r.stdout)   # 3 host-visible base types + copies
-        self.assertTrue(all("host/readback" in l for l in lines))
+    def _probe(self, *args):
+        return run([bin_path("mesa-fork-readback-probe"), "--validate", "--size", "1"] +
+                   list(args), env=intel_env("arl"))
+
+    def test_probe_covers_the_host_visible_types_a_buffer_may_use(self):
+        """Under the validation layer: the host-visible base types are
+        probed; ANV's descriptor-buffer copies, which a transfer buffer may
+        not be bound to (VUID-vkBindBufferMemory-memory-01035), are not."""
+        r = self._probe("--runs", "3")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
+        self.assertNotIn("validation error", r.stderr)
+        self.assertIn("validation: 0 message(s)", r.stdout)
+        fork = EXPECTED["arl"][1]
+        copies = sum(1 for f in fork if not f & PROTECTED) // 2
+        base = len(fork) - copies
+        visible = [i for i, f in enumerate(fork) if f & HV]
+        probed = [int(l.split()[1]) for l in r.stdout.splitlines()
+                  if l.startswith("type ") and "host/readback" in l]
+        skipped = [int(l.split()[1]) for l in r.stdout.splitlines()
+                   if l.startswith("type ") and "skipped" in l]
+        self.assertEqual(probed, [i for i in visible if i < base], r.stdout)
+        self.assertEqual(skipped, [i for i in visible if i >= base], r.stdout)
 
     def test_coherency_check_detects_stale_data(self):
         """Nothing executes on the shim, so every GPU write is 'lost': --strict must fail."""
-        r = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "1", "--strict"],
-                env=intel_env("arl"))
-        self.assertEqual(r.returncode, 1, r.stdout)
+        r = self._probe("--runs", "1", "--strict")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr[-3000:])
         self.assertIn("coherency FAIL", r.stdout)
+        self.assertIn("validation: 0 message(s)", r.stdout)
+
+    def test_bad_arguments_are_a_usage_error(self):
+        r = run([bin_path("mesa-fork-readback-probe"), "--size"], env=intel_env("arl"))
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("usage: mesa-fork-readback-probe", r.stderr)
 
 
 if __name__ == "__main__":

@@ -283,6 +283,12 @@ mf_buffer_create(struct mf_device *d, VkDeviceSize size,
       fprintf(stderr, "no memory type for the buffer\n");
       exit(2);
    }
+   if (!(req.memoryTypeBits & (1u << type))) {
+      fprintf(stderr,
+              "memory type %d cannot back this buffer (memoryTypeBits 0x%x)\n",
+              type, req.memoryTypeBits);
+      exit(2);
+   }
    VkMemoryAllocateInfo ai = {
       .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
       .allocationSize = req.size,

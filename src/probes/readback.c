@@ -3,19 +3,22 @@
  * SPDX-License-Identifier: MIT
  *
  * mesa-fork-readback-probe: for users with a GPU. For every host-visible
- * memory type, measure readback: the GPU copies into a buffer of that type,
- * then the CPU copies it out (with vkInvalidateMappedMemoryRanges first on a
- * non-coherent type, as an application must), median of N runs, against a
- * host memcpy of the same size measured in the same run. Then check
- * coherency adversarially: the CPU dirties its cache lines of the buffer,
- * the GPU overwrites it, and the CPU compares byte for byte without any
- * invalidate on a coherent type.
+ * memory type that a transfer buffer may be bound to (its memoryTypeBits;
+ * ANV's descriptor-buffer types are not among them), measure readback: the
+ * GPU copies into a buffer of that type, then the CPU copies it out (with
+ * vkInvalidateMappedMemoryRanges first on a non-coherent type, as an
+ * application must), median of N runs, against a host memcpy of the same
+ * size measured in the same run. Then check coherency adversarially: the
+ * CPU dirties its cache lines of the buffer, the GPU overwrites it, and the
+ * CPU compares byte for byte without any invalidate on a coherent type.
  *
  *   mesa-fork-readback-probe [--size MiB] [--runs N] [--device N] [--strict]
+ *                            [--validate]
  *
- * --strict exits non-zero when a coherency check fails. On a drm-shim
- * nothing executes: the numbers mean nothing and the check fails; there it
- * is a smoke test of the probe itself.
+ * --strict exits with 1 when a coherency check fails. --validate runs under
+ * the Khronos validation layer and exits with 3 when it reports anything.
+ * On a drm-shim nothing executes: the numbers mean nothing and the check
+ * fails; there it is a smoke test of the probe itself.
  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -90,6 +93,23 @@ gpu_write(struct ctx *c, VkBuffer src, VkBuffer dst, VkDeviceSize size,
    MF_CHECK(vkResetFences(c->d.dev, 1, &c->fence));
    MF_CHECK(vkQueueSubmit(c->d.queue, 1, &si, c->fence));
    MF_CHECK(vkWaitForFences(c->d.dev, 1, &c->fence, VK_TRUE, 60ull * 1000000000));
+}
+
+/* The memory types a buffer of this size and usage may be bound to. */
+static uint32_t
+buffer_type_bits(struct ctx *c, VkDeviceSize size, VkBufferUsageFlags usage)
+{
+   VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = usage,
+   };
+   VkBuffer buf;
+   MF_CHECK(vkCreateBuffer(c->d.dev, &bci, NULL, &buf));
+   VkMemoryRequirements req;
+   vkGetBufferMemoryRequirements(c->d.dev, buf, &req);
+   vkDestroyBuffer(c->d.dev, buf, NULL);
+   return req.memoryTypeBits;
 }
 
 static double
@@ -189,7 +209,7 @@ main(int argc, char **argv)
 {
    unsigned size_mib = 32, runs = 9;
    int device = 0;
-   bool strict = false;
+   bool strict = false, validate = false;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--size") && i + 1 < argc)
          size_mib = strtoul(argv[++i], NULL, 10);
@@ -199,9 +219,11 @@ main(int argc, char **argv)
          device = strtol(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--strict"))
          strict = true;
+      else if (!strcmp(argv[i], "--validate"))
+         validate = true;
       else {
          fprintf(stderr, "usage: mesa-fork-readback-probe [--size MiB] "
-                         "[--runs N] [--device N] [--strict]\n");
+                         "[--runs N] [--device N] [--strict] [--validate]\n");
          return 64;
       }
    }
@@ -211,7 +233,7 @@ main(int argc, char **argv)
    }
 
    struct mf_instance mi;
-   MF_CHECK(mf_instance_create(&mi, "mesa-fork-readback-probe", false));
+   MF_CHECK(mf_instance_create(&mi, "mesa-fork-readback-probe", validate));
    uint32_t n = 0;
    MF_CHECK(vkEnumeratePhysicalDevices(mi.instance, &n, NULL));
    VkPhysicalDevice pds[16];
@@ -241,19 +263,36 @@ main(int argc, char **argv)
 
    VkDeviceSize size = (VkDeviceSize)size_mib << 20;
    double host_gbs = host_memcpy_gbs(size, runs);
-   unsigned probed = 0, incoherent = 0;
+   /* The readback target's usage; the staging source may use any type. */
+   uint32_t allowed =
+      buffer_type_bits(&c, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+   unsigned probed = 0, skipped = 0, incoherent = 0;
    for (uint32_t i = 0; i < c.d.mp.memoryTypeCount; i++) {
-      if (!(c.d.mp.memoryTypes[i].propertyFlags &
-            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+      VkMemoryPropertyFlags f = c.d.mp.memoryTypes[i].propertyFlags;
+      if (!(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
          continue;
+      if (!(allowed & (1u << i))) {
+         char flags[128];
+         mf_memory_flags_str(f, flags, sizeof(flags));
+         printf("type %2u %-50s skipped: not in a transfer buffer's "
+                "memoryTypeBits (0x%x)\n", i, flags, allowed);
+         skipped++;
+         continue;
+      }
       incoherent += !probe_type(&c, i, size, runs, host_gbs);
       probed++;
    }
-   printf("summary: %u host-visible type(s) probed, %u failed the coherency "
-          "check\n", probed, incoherent);
+   printf("summary: %u host-visible type(s) probed, %u skipped, %u failed "
+          "the coherency check\n", probed, skipped, incoherent);
 
    vkDestroyFence(c.d.dev, c.fence, NULL);
    mf_device_destroy(&c.d);
+   unsigned messages = mi.messages;
    mf_instance_destroy(&mi);
+   if (validate) {
+      printf("validation: %u message(s)\n", messages);
+      if (messages)
+         return 3;
+   }
    return strict && incoherent ? 1 : 0;
 }
