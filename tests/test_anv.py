@@ -115,6 +115,42 @@ def buffers_by_type(facts, log):
     return out
 
 
+def order_violations(flags):
+    """Pairs (i, j), i < j, that break the order the Vulkan spec sets for
+    VkPhysicalDeviceMemoryProperties::memoryTypes: a type whose flags are a
+    strict subset of another's must come before it."""
+    return [(i, j) for j in range(len(flags)) for i in range(j)
+            if flags[j] & flags[i] == flags[j] and flags[j] != flags[i]]
+
+
+class MemoryTypeOrder(unittest.TestCase):
+    """The new type is placed legally among the base types; the
+    descriptor-buffer copies ANV appends after them break the order rule,
+    on LLC parts already in stock and on MTL/ARL with the fork."""
+
+    # Worked out by hand from EXPECTED: the copy of a type that comes after
+    # a base type with more flags.
+    VIOLATIONS = {
+        # platform: (stock, fork)
+        "mtl": ([], [(3, 4), (3, 5)]),       # copies of WC and NC after CC
+        "arl": ([], [(3, 4), (3, 5)]),
+        "tgl": ([(1, 4), (2, 4), (3, 4), (2, 5)],) * 2,   # copy of DL, of WC
+        "adl": ([(1, 4), (2, 4), (3, 4), (2, 5)],) * 2,
+        "glk": ([], []),
+    }
+
+    def test_order_per_platform(self):
+        for plat, (stock, fork) in self.VIOLATIONS.items():
+            for label, knob, want in (("fork", None, fork), ("stock", "0", stock)):
+                with self.subTest(platform=plat, mode=label):
+                    got, _ = vulkaninfo_memory_types(intel_env(plat, knob))
+                    # Every violation involves a descriptor-buffer copy,
+                    # which comes after all base types.
+                    base = len(got) - sum(1 for f in got if not f & PROTECTED) // 2
+                    self.assertEqual(order_violations(got[:base]), [], got)
+                    self.assertEqual(order_violations(got), want, got)
+
+
 class Caching(unittest.TestCase):
     """The PAT index and CPU mapping the driver asks the kernel for, per
     memory type: the new type's speed comes from a write-back mapping."""
