@@ -5,6 +5,7 @@ the hk uAPI probe, the asahi shim's device models, and the CLI's run verb."""
 import json
 import os
 import re
+import shutil
 import tempfile
 import unittest
 
@@ -155,8 +156,9 @@ class RunVerb(unittest.TestCase):
         self.assertIn("ran-with " + forklib.PREFIX, r.stdout)
         self.assertIn("panvk", r.stdout)
 
-    def test_run_refuses_when_the_fork_did_not_load(self):
-        """A prefix whose ICD is not the fork's: run must refuse, not run CMD."""
+    def test_run_refuses_when_no_device_loaded(self):
+        """A prefix whose ICDs load nothing: run says it found no device and
+        does not run CMD."""
         with tempfile.TemporaryDirectory() as tmp:
             icd_dir = os.path.join(tmp, "share", "vulkan", "icd.d")
             os.makedirs(icd_dir)
@@ -169,8 +171,38 @@ class RunVerb(unittest.TestCase):
             marker = os.path.join(tmp, "ran")
             r = run([forklib.CLI, "run", "--prefix", tmp, "--", "touch", marker])
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("refusing", r.stderr)
+            self.assertIn("refusing: the Vulkan loader found no device", r.stderr)
+            self.assertNotIn("picked a driver", r.stderr)
             self.assertFalse(os.path.exists(marker), "CMD ran although the fork did not load")
+
+    def test_run_refuses_another_driver(self):
+        """The installed drivers, seen by a CLI whose config names another
+        release: a driver that is not this fork loaded, so run refuses."""
+        with tempfile.TemporaryDirectory() as tmp:
+            top = os.path.join(tmp, "repo")
+            for d in ("bin", "config"):
+                shutil.copytree(os.path.join(forklib.TOP, d), os.path.join(top, d))
+            ini = os.path.join(top, "config", "fork.ini")
+            with open(ini) as f:
+                text = f.read()
+            fork = forklib.config()["fork"]
+            with open(ini, "w") as f:
+                f.write(text.replace("\nrelease = %s\n" % fork["release"],
+                                     "\nrelease = %s0\n" % fork["release"]))
+            marker = os.path.join(tmp, "ran")
+            r = run([os.path.join(top, "bin", "mesa-fork"), "run", "--prefix", forklib.PREFIX,
+                     "--shim", "intel", "--", "touch", marker], env=shim_env("intel"))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("picked a driver that is not %s %s0" % (fork["name"], fork["release"]),
+                          r.stderr)
+            self.assertFalse(os.path.exists(marker), "CMD ran on another driver")
+
+    def test_run_without_an_install_is_a_clear_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = run([forklib.CLI, "run", "--prefix", tmp, "--", "true"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("mesa-fork-vkcheck is not installed", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 """The patch series and the CLI verbs that manage it: fetch verifies what it
 downloads, prepare and export round-trip, patches carry git mail and DEP-3."""
 
+import contextlib
 import email
 import glob
+import io
+import json
 import os
 import re
 import shutil
@@ -13,6 +16,7 @@ import unittest
 
 import forklib
 from forklib import run
+from mesafork import tool
 
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
 COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
@@ -102,6 +106,91 @@ class Series(unittest.TestCase):
         self.assertIn("already holds base + patches/", r.stdout)
 
 
+def fake_repo(tmp, **sections):
+    """A copy of bin/ and config/ under tmp/repo whose config/fork.ini has
+    the given sections' keys replaced; returns the copied CLI."""
+    top = os.path.join(tmp, "repo")
+    for d in ("bin", "config"):
+        shutil.copytree(os.path.join(forklib.TOP, d), os.path.join(top, d))
+    conf = forklib.config()
+    for section, keys in sections.items():
+        if section in conf and section == "drivers":
+            conf.remove_section(section)
+            conf.add_section(section)
+        for k, v in keys.items():
+            conf[section][k] = v
+    with open(os.path.join(top, "config", "fork.ini"), "w") as f:
+        conf.write(f)
+    return os.path.join(top, "bin", "mesa-fork")
+
+
+def fake_mesa_tree(tree, *commits):
+    """A git tree tagged 'base' (a meson project building two files) with one
+    commit per (subject, meson.build text or None) on top."""
+    os.makedirs(tree)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    git = lambda *a: subprocess.run(["git", "-C", tree] + list(a), env=env, check=True,
+                                    capture_output=True)
+    with open(os.path.join(tree, "meson.build"), "w") as f:
+        f.write("project('fake', 'c')\n"
+                "foreach o : ['icd.so', 'shim.so']\n"
+                "  custom_target(o, output : o, command : ['touch', '@OUTPUT@'])\n"
+                "endforeach\n")
+    with open(os.path.join(tree, "meson_options.txt"), "w") as f:
+        f.write("option('fake', type : 'string', value : 'default')\n")
+    git("init", "-q", "-b", "mesa-fork")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    git("tag", "base")
+    for subject, text in commits:
+        if text is None:
+            with open(os.path.join(tree, "README"), "a") as f:
+                f.write(subject + "\n")
+        else:
+            with open(os.path.join(tree, "meson.build"), "w") as f:
+                f.write(text)
+        git("add", "-A")
+        git("commit", "-qm", subject)
+
+
+class Build(unittest.TestCase):
+    def _option(self, build):
+        r = subprocess.run(["meson", "introspect", "--buildoptions", build],
+                           capture_output=True, text=True, check=True)
+        return {o["name"]: o["value"] for o in json.loads(r.stdout)}["fake"]
+
+    def test_an_option_dropped_from_the_config_leaves_the_build(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = os.path.join(tmp, "tree")
+            fake_mesa_tree(tree)
+            build = os.path.join(tmp, "build")
+            env = forklib.build_env()
+            native = tool.write_native_file(tmp)
+            with contextlib.redirect_stdout(io.StringIO()):
+                tool.configure(build, tree, ["-Dfake=fork"], native, env)
+                self.assertEqual(self._option(build), "fork")
+                tool.configure(build, tree, ["-Dfake=changed"], native, env)
+                self.assertEqual(self._option(build), "changed")
+                tool.configure(build, tree, [], native, env)
+                self.assertEqual(self._option(build), "default")
+
+
+class Bisect(unittest.TestCase):
+    def test_a_commit_meson_cannot_configure_is_a_failing_commit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = fake_repo(tmp, meson={"options": "-Dfake=fork", "test_suites": "fake"},
+                            drivers={"fake": "icd.so shim.so"})
+            work = os.path.join(tmp, "work")
+            fake_mesa_tree(os.path.join(work, "mesa"), ("fake: a good commit", None),
+                           ("fake: break meson.build", "project('fake', 'c'\n"))
+            r = run([cli, "bisect"], env=dict(os.environ, MESA_FORK_WORK=work))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertIn("1/2 fake: a good commit", r.stdout)
+            self.assertIn("bisect: fake: break meson.build fails to configure", r.stderr)
+
+
 class Fetch(unittest.TestCase):
     def _work_with_cache(self, tmp):
         cache = os.path.join(tmp, "cache")
@@ -136,13 +225,28 @@ class Fetch(unittest.TestCase):
             rejected = glob.glob(os.path.join(work, "cache", "*.rejected"))
             self.assertTrue(rejected, "the refused download must not stay usable")
 
+    def _work_linking_cache(self, tmp):
+        """A work directory whose cache links to the fetched files (Debian's
+        sources and VMA's), so that nothing is downloaded or written back."""
+        work = os.path.join(tmp, "work")
+        cache = os.path.join(work, "cache")
+        os.makedirs(cache)
+        real = os.path.join(forklib.WORK, "cache")
+        for name in os.listdir(real):
+            if not name.startswith("upstream") and not name.endswith(".rejected"):
+                os.symlink(os.path.join(real, name), os.path.join(cache, name))
+        return work
+
+    def _orig(self):
+        c = forklib.config()["base"]
+        return os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % c["upstream_version"])
+
     def test_pristine_tarball_and_prepare_after_a_pull(self):
         """fetch --tarball + prepare: the series applies to Mesa 25.0.7 without
-        Debian's patches (Debian's orig tarball is the upstream release). Then
-        the prepare cases: a tree behind patches/ (a pull) is rebuilt; a tree
-        with unexported work is refused."""
-        c = forklib.config()["base"]
-        orig = os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % c["upstream_version"])
+        Debian's patches (Debian's orig tarball is the upstream release), even
+        with Debian's sources in the cache. Then the prepare cases: a tree
+        behind patches/ (a pull) is rebuilt; a tree with unexported work is
+        refused; a plain fetch brings Debian's base back."""
         with tempfile.TemporaryDirectory() as tmp:
             top = os.path.join(tmp, "repo")
             for d in ("bin", "config"):
@@ -151,17 +255,25 @@ class Fetch(unittest.TestCase):
             for p in PATCHES[:-1]:
                 shutil.copy(p, os.path.join(top, "patches"))
             cli = os.path.join(top, "bin", "mesa-fork")
-            env = dict(os.environ, MESA_FORK_WORK=os.path.join(tmp, "work"))
-            r = run([cli, "fetch", "--tarball", orig], env=env)
+            work = self._work_linking_cache(tmp)
+            env = dict(os.environ, MESA_FORK_WORK=work)
+            r = run([cli, "fetch", "--tarball", self._orig()], env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("prepare will use the upstream tarball", r.stdout)
             r = run([cli, "prepare"], env=env, timeout=600)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("= base + %d patches" % (len(PATCHES) - 1), r.stdout)
-            tree = os.path.join(tmp, "work", "mesa")
-            base_msg = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s", "base"],
-                                      capture_output=True, text=True).stdout
-            self.assertIn("upstream tarball", base_msg)
+            tree = os.path.join(work, "mesa")
+            base = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s%n%cI", "base"],
+                                  capture_output=True, text=True).stdout.split()
+            self.assertEqual(" ".join(base[:-1]), "Mesa 25.0.7 (upstream tarball)")
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
+            # The base commit carries the release's date: that of its VERSION file.
+            listing = subprocess.run(["tar", "tvf", self._orig(), "--full-time",
+                                      "mesa-25.0.7/VERSION"],
+                                     capture_output=True, text=True, env=dict(os.environ, TZ="UTC"))
+            day, time_ = listing.stdout.split()[3:5]
+            self.assertEqual(base[-1], "%sT%s+00:00" % (day, time_))
 
             # A pull brings the last patch: the untouched tree is rebuilt.
             shutil.copy(PATCHES[-1], os.path.join(top, "patches"))
@@ -180,6 +292,56 @@ class Fetch(unittest.TestCase):
             r = run([cli, "prepare"], env=env, timeout=600)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("refusing to overwrite it", r.stderr)
+            subprocess.run(["git", "-C", tree, "reset", "-q", "--hard", "HEAD~"], check=True)
+
+            # fetch without --tarball: Debian's source again, and prepare follows.
+            r = run([cli, "fetch"], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("prepare will use Debian's source again", r.stdout)
+            r = run([cli, "prepare"], env=env, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("fetch chose 'Debian mesa", r.stdout)
+            self.assertTrue(os.path.exists(os.path.join(tree, "debian")))
+
+    def test_prepare_refuses_a_changed_upstream_tarball(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = self._work_linking_cache(tmp)
+            env = dict(os.environ, MESA_FORK_WORK=work)
+            r = run([forklib.CLI, "fetch", "--tarball", self._orig()], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(work, "cache", "upstream.tar.xz"), "ab") as f:
+                f.write(b"\0")
+            r = run([forklib.CLI, "prepare"], env=env)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("is not the tarball 'fetch --tarball' verified", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(work, "mesa")))
+
+    def test_fetch_tarball_refuses_another_tarball_of_the_version(self):
+        """A tarball that says 25.0.7 but is not the release's bytes."""
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "mesa-25.0.7")
+            os.makedirs(src)
+            with open(os.path.join(src, "VERSION"), "w") as f:
+                f.write("25.0.7\n")
+            tarball = os.path.join(tmp, "mesa-25.0.7.tar.xz")
+            subprocess.run(["tar", "cJf", tarball, "-C", tmp, "mesa-25.0.7"], check=True)
+            work = self._work_linking_cache(tmp)
+            r = run([forklib.CLI, "fetch", "--tarball", tarball],
+                    env=dict(os.environ, MESA_FORK_WORK=work))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("not that of Mesa 25.0.7's release tarball", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(work, "cache", "upstream.sha256")))
+
+    def test_fetch_tarball_refuses_what_is_not_a_tarball(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            junk = os.path.join(tmp, "mesa.tar.xz")
+            with open(junk, "w") as f:
+                f.write("not a tarball\n")
+            r = run([forklib.CLI, "fetch", "--tarball", junk],
+                    env=dict(os.environ, MESA_FORK_WORK=self._work_linking_cache(tmp)))
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("is not a readable tarball", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
 
     def test_fetch_tarball_refuses_other_version(self):
         with tempfile.TemporaryDirectory() as tmp:

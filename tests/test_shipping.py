@@ -13,11 +13,21 @@ from forklib import run
 
 
 class DebianSourcePackage(unittest.TestCase):
+    MAINTAINER = "Jane Packager <jane@example.org>"
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         out = os.path.join(cls.tmp.name, "out")
-        cls.make = run([forklib.CLI, "debsrc", "--output", out], timeout=600)
+        # Only the fetched sources, no patch-queue tree: debsrc needs none.
+        work = os.path.join(cls.tmp.name, "work")
+        os.makedirs(work)
+        os.symlink(os.path.join(forklib.WORK, "cache"), os.path.join(work, "cache"))
+        cls.env = {k: v for k, v in os.environ.items()
+                   if k not in ("DEBFULLNAME", "DEBEMAIL", "NAME", "EMAIL")}
+        cls.env["MESA_FORK_WORK"] = work
+        env = dict(cls.env, DEBEMAIL=cls.MAINTAINER, SOURCE_DATE_EPOCH="1764633600")
+        cls.make = run([forklib.CLI, "debsrc", "--output", out], env=env, timeout=600)
         c = forklib.config()
         cls.version = "%s+mesafork%s" % (c["base"]["version"], c["fork"]["release"])
         cls.dsc = os.path.join(out, "mesa_%s.dsc" % cls.version)
@@ -49,11 +59,27 @@ class DebianSourcePackage(unittest.TestCase):
                       open(os.path.join(self.tree, "src", "util", "u_debug.h")).read())
 
     def test_rules_and_changelog(self):
-        rules = open(os.path.join(self.tree, "debian", "rules")).read()
-        self.assertIn('-Dvulkan-driver-info="mesa-fork 1, Debian $(DEB_VERSION)"', rules)
-        self.assertIn("VULKAN_DRIVERS += asahi", rules)
-        head = open(os.path.join(self.tree, "debian", "changelog")).readline()
-        self.assertEqual(head.strip(), "mesa (%s) UNRELEASED; urgency=medium" % self.version)
+        with open(os.path.join(self.tree, "debian", "rules")) as f:
+            rules = f.read()
+        c = forklib.config()["fork"]
+        self.assertIn('-Dvulkan-driver-info="%s %s, Debian $(DEB_VERSION)"'
+                      % (c["name"], c["release"]), rules)
+        archs = forklib.config()["debsrc"]["asahi_architectures"]
+        self.assertIn("    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
+                      "\tVULKAN_DRIVERS += asahi\n" % archs, rules)
+        with open(os.path.join(self.tree, "debian", "changelog")) as f:
+            entry = f.read().split("\nmesa (", 1)[0].splitlines()
+        self.assertEqual(entry[0], "mesa (%s) UNRELEASED; urgency=medium" % self.version)
+        # The packager and the time of SOURCE_DATE_EPOCH, not the patches' author.
+        trailers = [l for l in entry if l.startswith(" -- ")]
+        self.assertEqual(trailers, [" -- %s  Tue, 02 Dec 2025 00:00:00 +0000" % self.MAINTAINER])
+
+    def test_refuses_without_a_changelog_author(self):
+        with tempfile.TemporaryDirectory() as out:
+            r = run([forklib.CLI, "debsrc", "--output", out], env=self.env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("set DEBFULLNAME and DEBEMAIL", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
 
 
 if __name__ == "__main__":

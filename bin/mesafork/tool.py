@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 # --------------------------------------------------------------------------
@@ -186,14 +187,35 @@ def sha256(path):
     return h.hexdigest()
 
 
-def check_upstream_tarball(path, version):
+def tarball_version(path):
+    """(version, UTC date) of the Mesa release tarball at path: the text of
+    its top-level VERSION file and that file's time, which is the release's
+    (so the base commit made from it is the same everywhere)."""
+    try:
+        with tarfile.open(path) as tar:
+            for m in tar:
+                if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/VERSION"):
+                    text = tar.extractfile(m).read().decode(errors="replace").strip()
+                    date = datetime.datetime.fromtimestamp(m.mtime, datetime.timezone.utc)
+                    return (text.splitlines() or [""])[0], date.strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OSError, tarfile.TarError, EOFError) as e:
+        die("%s is not a readable tarball: %s" % (path, e))
+    return "(no VERSION file)", None
+
+
+def check_upstream_tarball(path, version, sha):
+    """Refuses anything but Mesa's release tarball of version, whose sha256
+    is sha (Debian's orig tarball is that very file)."""
     if not os.path.isfile(path):
         die("fetch: %s: no such file" % path)
-    r = subprocess.run(["tar", "xOf", path, "--wildcards", "*/VERSION"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got = r.stdout.strip().splitlines()[0] if r.stdout.strip() else "(no VERSION file)"
+    got, _ = tarball_version(path)
     if got != version:
         die("fetch: %s is Mesa %s, the series is for %s" % (path, got, version))
+    digest = sha256(path)
+    if digest != sha:
+        die("fetch: %s has sha256 %s, not that of Mesa %s's release tarball (%s, "
+            "sha256_orig in config/fork.ini)" % (path, digest, version, sha))
+    return digest
 
 
 def read_series(path):
@@ -308,27 +330,82 @@ def write_native_file(d):
     return path
 
 
+def option_names(opts):
+    """The names of meson options given as -Dname=value."""
+    return {o[2:].split("=", 1)[0] for o in opts if o.startswith("-D")}
+
+
+def configure(build, src, opts, native, env):
+    """Set up the build directory with exactly opts: meson keeps every option
+    it was ever given, so when an option is no longer in the list the
+    directory is set up anew (ccache makes the rebuild cheap)."""
+    stamp = os.path.join(build, ".mesa-fork-options")
+    old = None
+    if os.path.exists(os.path.join(build, "build.ninja")) and os.path.exists(stamp):
+        with open(stamp) as f:
+            old = json.load(f)
+    if old == opts:
+        return
+    dropped = sorted(option_names(old) - option_names(opts)) if old is not None else []
+    if old is not None and not dropped:
+        with step("meson configure (options changed)"):
+            run(["meson", "configure", build] + opts, env=env, quiet=True)
+    else:
+        if os.path.exists(build):
+            why = ("%s no longer in config/fork.ini" % ", ".join("-D" + d for d in dropped)
+                   if dropped else "options unknown")
+            with step("remove %s (%s)" % (rel(build), why)):
+                shutil.rmtree(build)
+        with step("meson setup %s" % rel(build)):
+            run(["meson", "setup", build, src, "--native-file", native] + opts,
+                env=env, quiet=True)
+    with open(stamp, "w") as f:
+        json.dump(opts, f)
+
+
+def fork_release(conf):
+    """'mesa-fork 1': what every fork driver's driverInfo names."""
+    return "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
+
+
 def driver_info_tag(conf):
-    return "%s %s, Debian %s" % (conf["fork"]["name"], conf["fork"]["release"],
-                                 conf["base"]["version"])
+    return "%s, Debian %s" % (fork_release(conf), conf["base"]["version"])
+
+
+class ConfigureError(Exception):
+    """meson could not (re)generate a build directory; args[0] is its output."""
+
+
+def _introspect(build, what, env):
+    r = subprocess.run(["meson", "introspect", what, build], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise ConfigureError(r.stdout)
+    return json.loads(r.stdout)
 
 
 def build_targets(build, conf, env):
-    """Ninja targets: ICDs, drm-shims and the executables of the unit suites we run."""
+    """Ninja targets: ICDs with their manifests, drm-shims and the executables
+    of the unit suites we run. Raises ConfigureError when meson fails to
+    regenerate the build directory."""
     # Introspection describes the last generated build.ninja: regenerate it
     # first, or tests added since (a pull, another commit) are missed.
-    subprocess.run(["ninja", "-C", build, "build.ninja"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    r = subprocess.run(["ninja", "-C", build, "build.ninja"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise ConfigureError(r.stdout)
     targets = []
     for drv, paths in conf["drivers"].items():
         targets += paths.split()
     suites = set(conf["meson"]["test_suites"].split())
-    r = subprocess.run(["meson", "introspect", "--tests", build], env=env,
-                       stdout=subprocess.PIPE, text=True, check=True)
-    tests = json.loads(r.stdout)
-    r = subprocess.run(["meson", "introspect", "--targets", build], env=env,
-                       stdout=subprocess.PIPE, text=True, check=True)
-    by_id = {t["id"]: t for t in json.loads(r.stdout)}
+    tests = _introspect(build, "--tests", env)
+    by_id = {}
+    for t in _introspect(build, "--targets", env):
+        by_id[t["id"]] = t
+        # Mesa's ICD manifest of each driver (not the devenv one): install
+        # copies its api_version.
+        if t["name"] in {drv + "_icd" for drv in conf["drivers"]}:
+            targets += [os.path.relpath(f, build) for f in t["filename"]]
     for t in tests:
         if not suites & {s.split(":")[-1] for s in t["suite"]}:
             continue
@@ -374,10 +451,7 @@ def install_prefix(prefix, build, conf):
         dst = os.path.join(libdir, os.path.basename(icd))
         install_file(icd, dst)
         install_file(shim, shim_lib(prefix, conf, drv))
-        api = "1.4.303"
-        built = glob.glob(os.path.join(os.path.dirname(icd), "*_icd.*.json"))
-        if built:
-            api = json.load(open(built[0]))["ICD"]["api_version"]
+        api = built_api_version(os.path.dirname(icd), drv)
         doc = {"file_format_version": "1.0.1",
                "ICD": {"library_path": dst, "api_version": api}}
         write_if_changed(icd_json(prefix, drv), json.dumps(doc, indent=4) + "\n")
@@ -392,6 +466,15 @@ def install_prefix(prefix, build, conf):
     with open(os.path.join(prefix, "share", "mesa-fork", "release"), "w") as f:
         f.write(driver_info_tag(conf) + "\n")
     return icds
+
+
+def built_api_version(icd_dir, drv):
+    """The Vulkan version of Mesa's own ICD manifest for drv, built next to
+    the driver."""
+    for path in glob.glob(os.path.join(icd_dir, "%s_icd.*.json" % drv)):
+        with open(path) as f:
+            return json.load(f)["ICD"]["api_version"]
+    die("install: Mesa's %s_icd manifest is not built; run 'bin/mesa-fork build'" % drv)
 
 
 def install_file(src, dst):
@@ -429,7 +512,10 @@ def fork_env(prefix, conf, shim=None, base=None):
 
 
 def list_devices(prefix, env):
+    """The Vulkan devices mesa-fork-vkcheck --list sees in env, one dict each."""
     exe = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
+    if not os.path.exists(exe):
+        die("%s is not installed; run 'bin/mesa-fork install'" % exe)
     r = subprocess.run([exe, "--list"], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     devs = []
@@ -441,7 +527,7 @@ def list_devices(prefix, env):
 
 def check_fork_loaded(prefix, conf, env):
     devs, _ = list_devices(prefix, env)
-    tag = "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
+    tag = fork_release(conf)
     ok = bool(devs) and all(tag in d["info"] for d in devs)
     return ok, devs
 
@@ -474,7 +560,7 @@ def vulkaninfo_device_lines(env):
 
 def demo_drivers(prefix, conf):
     """Show each installed driver working: on its device if present, else on its drm-shim."""
-    tag = "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
+    tag = fork_release(conf)
     vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
     real, _ = list_devices(prefix, fork_env(prefix, conf))
     ok_all = True
@@ -505,9 +591,9 @@ def demo_drivers(prefix, conf):
 # Debian source package
 
 
-def patch_debian_rules(path, tag):
-    """Name the build in driverInfo and build Honeykrisp where Debian builds
-    the other Arm Vulkan drivers."""
+def patch_debian_rules(path, tag, asahi_archs):
+    """Name the build in driverInfo and build Honeykrisp on asahi_archs,
+    inside the block where Debian builds the other Arm Vulkan drivers."""
     text = open(path).read()
     anchor = "\t-Dvulkan-drivers=\"[$(VULKAN_DRIVERS_LIST)]\" \\\n"
     if anchor not in text:
@@ -517,10 +603,36 @@ def patch_debian_rules(path, tag):
     arm = "\tVULKAN_DRIVERS += broadcom freedreno panfrost\n"
     if arm not in text:
         die("debsrc: debian/rules has no Arm Vulkan driver line")
-    text = text.replace(arm, arm + "    ifeq ($(DEB_HOST_ARCH),arm64)\n"
-                        "\tVULKAN_DRIVERS += asahi\n    endif\n", 1)
+    text = text.replace(arm, arm + "    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
+                        "\tVULKAN_DRIVERS += asahi\n    endif\n" % " ".join(asahi_archs), 1)
     with open(path, "w") as f:
         f.write(text)
+
+
+def changelog_maintainer():
+    """'Name <email>' of whoever makes the package, from the variables dch
+    reads: DEBFULLNAME and DEBEMAIL (which may hold both), else NAME and
+    EMAIL."""
+    email_ = os.environ.get("DEBEMAIL") or os.environ.get("EMAIL") or ""
+    name, addr = email.utils.parseaddr(email_)
+    name = os.environ.get("DEBFULLNAME") or os.environ.get("NAME") or name
+    if not name or "@" not in addr:
+        die("debsrc: the changelog entry needs its author: set DEBFULLNAME and "
+            "DEBEMAIL, as for dch (found name %r, email %r)" % (name, addr))
+    return "%s <%s>" % (name, addr)
+
+
+def changelog_date():
+    """Now, or SOURCE_DATE_EPOCH for a reproducible package, in the
+    changelog's RFC 2822 form."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is not None and not epoch.isdigit():
+        die("debsrc: SOURCE_DATE_EPOCH=%r is not a number of seconds" % epoch)
+    if epoch:
+        dt = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc)
+    else:
+        dt = datetime.datetime.now().astimezone()
+    return email.utils.format_datetime(dt)
 
 
 def prepend_changelog(path, package, version, patches, date, who):
