@@ -2,7 +2,6 @@
 """Shared helpers for mesa-fork's end-to-end tests: paths, environments for
 running a client on one driver's drm-shim, and process helpers."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bin"))
 
-from mesafork import tool  # noqa: E402
+from mesafork import build, config as fork_config, install  # noqa: E402
 
 WORK = os.environ.get("MESA_FORK_WORK", os.path.join(TOP, ".work"))
 MESA_BUILD = os.path.join(WORK, "build", "mesa")
@@ -20,11 +19,11 @@ CLI = os.path.join(TOP, "bin", "mesa-fork")
 
 
 def config():
-    return tool.load_config(TOP)
+    return fork_config.load(TOP)
 
 
 def build_env():
-    return tool.build_env(TOP)
+    return build.build_env(TOP)
 
 
 def shim_env(driver, **extra):
@@ -32,7 +31,7 @@ def shim_env(driver, **extra):
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("VK_", "ASAHI_", "PAN_", "INTEL_", "HK_", "PANVK_", "ANV_"))}
     base.pop("LD_PRELOAD", None)
-    env = tool.fork_env(PREFIX, config(), shim=driver, base=base)
+    env = install.fork_env(PREFIX, config(), shim=driver, base=base)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -47,12 +46,9 @@ def run(cmd, env=None, timeout=300):
 
 
 def list_devices(env):
-    r = run([bin_path("mesa-fork-vkcheck"), "--list"], env=env)
-    devs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-    return devs, r
+    """The devices mesa-fork-vkcheck --list sees, as `mesa-fork run` lists them."""
+    return install.list_devices(PREFIX, env)
 
 
 def fork_tag():
-    c = config()
-    return "(%s %s, Debian %s)" % (c["fork"]["name"], c["fork"]["release"],
-                                   c["base"]["version"])
+    return "(%s)" % fork_config.driver_info_tag(config())

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import forklib  # noqa: E402
-from mesafork import tool  # noqa: E402
+from mesafork.proc import fmt_time  # noqa: E402
 
 
 class Tally:
@@ -128,7 +128,7 @@ def main():
         print("\nFailed:")
         for name, detail in tally.failed:
             print("  %s" % name)
-    print("test: took %s" % tool.fmt_time(time.monotonic() - t0))
+    print("test: took %s" % fmt_time(time.monotonic() - t0))
     print("%d passed, %d failed" % (tally.passed, len(tally.failed)))
     return 1 if tally.failed or tally.passed == 0 else 0
 

@@ -16,7 +16,7 @@ import unittest
 
 import forklib
 from forklib import run
-from mesafork import tool
+from mesafork import build
 
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
 COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
@@ -155,8 +155,8 @@ def fake_mesa_tree(tree, *commits):
 
 
 class Build(unittest.TestCase):
-    def _option(self, build):
-        r = subprocess.run(["meson", "introspect", "--buildoptions", build],
+    def _option(self, bdir):
+        r = subprocess.run(["meson", "introspect", "--buildoptions", bdir],
                            capture_output=True, text=True, check=True)
         return {o["name"]: o["value"] for o in json.loads(r.stdout)}["fake"]
 
@@ -164,16 +164,16 @@ class Build(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             tree = os.path.join(tmp, "tree")
             fake_mesa_tree(tree)
-            build = os.path.join(tmp, "build")
+            bdir = os.path.join(tmp, "build")
             env = forklib.build_env()
-            native = tool.write_native_file(tmp)
+            native = build.write_native_file(tmp)
             with contextlib.redirect_stdout(io.StringIO()):
-                tool.configure(build, tree, ["-Dfake=fork"], native, env)
-                self.assertEqual(self._option(build), "fork")
-                tool.configure(build, tree, ["-Dfake=changed"], native, env)
-                self.assertEqual(self._option(build), "changed")
-                tool.configure(build, tree, [], native, env)
-                self.assertEqual(self._option(build), "default")
+                build.configure(bdir, tree, ["-Dfake=fork"], native, env)
+                self.assertEqual(self._option(bdir), "fork")
+                build.configure(bdir, tree, ["-Dfake=changed"], native, env)
+                self.assertEqual(self._option(bdir), "changed")
+                build.configure(bdir, tree, [], native, env)
+                self.assertEqual(self._option(bdir), "default")
 
 
 class Bisect(unittest.TestCase):

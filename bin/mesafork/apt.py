@@ -1,0 +1,137 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork deps`: the deb-src entry for Mesa's source package, taken
+from the mirror already configured on the machine, and every build and test
+package of config/fork.ini [deps], installed with apt-get."""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+
+from .proc import die, run, step
+
+MESON_MIN = (1, 1)
+
+
+def os_codename():
+    with open("/etc/os-release") as f:
+        for line in f:
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    return ""
+
+
+def _configured_debian_uris():
+    """(uri, suite, signed-by) of the deb entries already configured here."""
+    out = []
+    files = glob.glob("/etc/apt/sources.list.d/*.sources") + \
+        glob.glob("/etc/apt/sources.list.d/*.list") + ["/etc/apt/sources.list"]
+    for path in files:
+        if os.path.basename(path).startswith("mesa-fork") or not os.path.exists(path):
+            continue
+        with open(path) as f:
+            text = f.read()
+        if path.endswith(".sources"):
+            for stanza in re.split(r"\n\s*\n", text):
+                fields = {}
+                for line in stanza.splitlines():
+                    if line.startswith("#") or ":" not in line:
+                        continue
+                    k, v = line.split(":", 1)
+                    fields[k.strip().lower()] = v.strip()
+                if fields.get("enabled", "yes") == "no":
+                    continue
+                for uri in fields.get("uris", "").split():
+                    for suite in fields.get("suites", "").split():
+                        out.append((uri, suite, fields.get("signed-by", "")))
+        else:
+            for line in text.splitlines():
+                m = re.match(r"\s*deb(?:-src)?\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)", line)
+                if m:
+                    sb = re.search(r"signed-by=(\S+)", m.group(1) or "")
+                    out.append((m.group(2), m.group(3), sb.group(1) if sb else ""))
+    return out
+
+
+def debian_mirror(codename):
+    """The mirror serving this release's main suite (not -security, not -updates)."""
+    for uri, suite, signed in _configured_debian_uris():
+        if suite == codename:
+            return uri, signed
+    die("no apt entry for suite '%s' found in /etc/apt; cannot derive the mirror" % codename)
+
+
+def ensure_apt_sources(source_suite, codename):
+    """Add deb-src for the base's suite (and bookworm-backports) from the configured mirror."""
+    uri, signed = debian_mirror(codename)
+    stanzas = []
+    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+    signed = signed or (keyring if os.path.exists(keyring) else "")
+    signed_line = "Signed-By: %s\n" % signed if signed else ""
+    if codename == "bookworm":
+        stanzas.append("Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\n%s"
+                       % (uri, signed_line))
+    stanzas.append("Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\n%s"
+                   % (uri, source_suite, signed_line))
+    text = "# Written by mesa-fork deps: Mesa's source suite%s.\n\n" % (
+        " and meson from bookworm-backports" if codename == "bookworm" else "") + "\n".join(stanzas)
+    path = "/etc/apt/sources.list.d/mesa-fork.sources"
+    if os.path.exists(path):
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    with open(path, "w") as f:
+        f.write(text)
+    print("    wrote %s (mirror %s, taken from the machine's apt configuration)" % (path, uri))
+    return True
+
+
+def apt_has_source(pkg, version):
+    r = subprocess.run(["apt-cache", "showsrc", pkg], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return ("\nVersion: %s\n" % version) in ("\n" + r.stdout)
+
+
+def missing_debs(pkgs):
+    missing = []
+    for p in pkgs:
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        if "install ok installed" not in r.stdout:
+            missing.append(p)
+    return missing
+
+
+def meson_version():
+    exe = shutil.which("meson", path="/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
+    if not exe:
+        return (0,)
+    r = subprocess.run([exe, "--version"], stdout=subprocess.PIPE, text=True)
+    return tuple(int(x) for x in re.findall(r"\d+", r.stdout)[:3])
+
+
+def deps(fork, update=False):
+    """Install every build and test dependency with apt-get."""
+    base = fork.conf["base"]
+    codename = os_codename()
+    with step("apt sources (deb-src %s%s)" % (
+            base["source_suite"], ", bookworm-backports" if codename == "bookworm" else "")):
+        changed = ensure_apt_sources(base["source_suite"], codename)
+        if changed or update or not apt_has_source(base["package"], base["version"]):
+            run(["apt-get", "update"], quiet=True)
+    missing = missing_debs(fork.conf["deps"]["packages"].split())
+    if meson_version() < MESON_MIN:
+        missing.insert(0, "meson/bookworm-backports" if codename == "bookworm" else "meson")
+    from . import uapi  # it reaches debian_mirror() through tool.py
+    print("deps: asahi uAPI header: " + uapi.fetch(fork.work, fork.conf, codename))
+    if not missing:
+        print("deps: everything is installed already")
+        return
+    with step("apt-get install %d packages" % len(missing)):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        run(["apt-get", "install", "-y", "--no-install-recommends"] + missing,
+            env=env, quiet=True)
+    if meson_version() < MESON_MIN:
+        die("meson >= %s is required; found %s" % (".".join(map(str, MESON_MIN)),
+                                                   ".".join(map(str, meson_version()))))

@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: MIT
+"""meson and ninja: `mesa-fork build` (the three Vulkan drivers, their
+drm-shims and unit tests in .work/build/mesa, then our clients and probes in
+.work/build/client) and `mesa-fork bisect` (every commit of the series)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+from . import series, sources
+from .config import BASE_TAG, BRANCH, driver_info_tag
+from .proc import capture, die, rel, run, step, write_if_changed
+
+
+class ConfigureError(Exception):
+    """meson could not (re)generate a build directory; args[0] is its output."""
+
+
+def build_env(top):
+    env = dict(os.environ)
+    # Mesa's generators need Debian's python3 (python3-mako & co.), not a
+    # pyenv or venv interpreter that happens to come first on PATH.
+    env["PATH"] = "/usr/lib/ccache:/usr/bin:/bin:/usr/sbin:/sbin:" + env.get("PATH", "")
+    env.setdefault("CCACHE_BASEDIR", top)
+    env.setdefault("CCACHE_MAXSIZE", "10G")
+    env.setdefault("CCACHE_NOHASHDIR", "1")
+    env.pop("PYTHONHOME", None)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def write_native_file(d):
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "native.ini")
+    text = "[binaries]\npython = '/usr/bin/python3'\npython3 = '/usr/bin/python3'\n"
+    write_if_changed(path, text)
+    return path
+
+
+def uapi_include_options(fork):
+    """<drm/asahi_drm.h> for Honeykrisp, unpacked by deps (uapi.py),
+    searched after the system's headers."""
+    from . import uapi  # it reaches apt through tool.py
+    inc = "-idirafter" + uapi.include_dir(fork.work)
+    return ["-Dc_args=" + inc, "-Dcpp_args=" + inc]
+
+
+def meson_options(fork):
+    return (fork.conf["meson"]["options"].split() +
+            ["-Dvulkan-driver-info=%s" % driver_info_tag(fork.conf)] +
+            uapi_include_options(fork))
+
+
+def option_names(opts):
+    """The names of meson options given as -Dname=value."""
+    return {o[2:].split("=", 1)[0] for o in opts if o.startswith("-D")}
+
+
+def configure(build, src, opts, native, env):
+    """Set up the build directory with exactly opts: meson keeps every option
+    it was ever given, so when an option is no longer in the list the
+    directory is set up anew (ccache makes the rebuild cheap)."""
+    stamp = os.path.join(build, ".mesa-fork-options")
+    old = None
+    if os.path.exists(os.path.join(build, "build.ninja")) and os.path.exists(stamp):
+        with open(stamp) as f:
+            old = json.load(f)
+    if old == opts:
+        return
+    dropped = sorted(option_names(old) - option_names(opts)) if old is not None else []
+    if old is not None and not dropped:
+        with step("meson configure (options changed)"):
+            run(["meson", "configure", build] + opts, env=env, quiet=True)
+    else:
+        if os.path.exists(build):
+            why = ("%s no longer in config/fork.ini" % ", ".join("-D" + d for d in dropped)
+                   if dropped else "options unknown")
+            with step("remove %s (%s)" % (rel(build), why)):
+                shutil.rmtree(build)
+        with step("meson setup %s" % rel(build)):
+            run(["meson", "setup", build, src, "--native-file", native] + opts,
+                env=env, quiet=True)
+    with open(stamp, "w") as f:
+        json.dump(opts, f)
+
+
+def _introspect(build, what, env):
+    r = subprocess.run(["meson", "introspect", what, build], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise ConfigureError(r.stdout)
+    return json.loads(r.stdout)
+
+
+def build_targets(build, conf, env):
+    """Ninja targets: ICDs with their manifests, drm-shims and the executables
+    of the unit suites we run. Raises ConfigureError when meson fails to
+    regenerate the build directory."""
+    # Introspection describes the last generated build.ninja: regenerate it
+    # first, or tests added since (a pull, another commit) are missed.
+    r = capture(["ninja", "-C", build, "build.ninja"], env=env)
+    if r.returncode != 0:
+        raise ConfigureError(r.stdout)
+    targets = []
+    for paths in conf["drivers"].values():
+        targets += paths.split()
+    suites = set(conf["meson"]["test_suites"].split())
+    tests = _introspect(build, "--tests", env)
+    manifests = {drv + "_icd" for drv in conf["drivers"]}
+    by_id = {}
+    for t in _introspect(build, "--targets", env):
+        by_id[t["id"]] = t
+        # Mesa's ICD manifest of each driver (not the devenv one): install
+        # copies its api_version.
+        if t["name"] in manifests:
+            targets += [os.path.relpath(f, build) for f in t["filename"]]
+    for t in tests:
+        if not suites & {s.split(":")[-1] for s in t["suite"]}:
+            continue
+        outs = [t["cmd"][0]] if t["cmd"][0].startswith(build) else []
+        for dep in t.get("depends", []):
+            if dep in by_id:
+                outs += by_id[dep]["filename"]
+        targets += [os.path.relpath(o, build) for o in outs if o.startswith(build)]
+    seen = set()
+    return [t for t in targets if not (t in seen or seen.add(t))]
+
+
+def ccache_summary(env):
+    r = subprocess.run(["ccache", "-s"], env=env, stdout=subprocess.PIPE, text=True)
+    hits = re.search(r"Hits:\s+(\d+)\s*/\s*(\d+)", r.stdout)
+    if hits:
+        return "ccache %s of %s compilations were cache hits" % hits.groups()
+    return "ccache: " + " ".join(r.stdout.split()[:8])
+
+
+def build_client(fork, env, prefix=None):
+    """Our programs (top-level meson.build), configured for prefix."""
+    prefix = prefix or fork.default_prefix
+    opts = ["-Dprefix=" + prefix, "-Dfork_prefix=" + prefix, "-Dfork_build=" + fork.build,
+            "-Dvma_include=" + sources.vma_include(fork)]
+    if not os.path.exists(os.path.join(fork.client_build, "build.ninja")):
+        run(["meson", "setup", fork.client_build, fork.top] + opts, env=env, quiet=True)
+    else:
+        run(["meson", "configure", fork.client_build] + opts, env=env, quiet=True)
+    run(["ninja", "-C", fork.client_build], env=env, quiet=True)
+
+
+def build(fork, jobs=0):
+    """Configure and compile the three Vulkan drivers, their drm-shims and the tests."""
+    if not series.tree_is_prepared(fork):
+        die("build: no Mesa tree; run 'bin/mesa-fork prepare' first")
+    env = build_env(fork.top)
+    native = write_native_file(os.path.dirname(fork.build))
+    configure(fork.build, fork.tree, meson_options(fork), native, env)
+    try:
+        targets = build_targets(fork.build, fork.conf, env)
+    except ConfigureError as e:
+        print(e.args[0][-20000:])
+        die("build: meson could not regenerate %s" % rel(fork.build))
+    with step("ninja: %d targets (ICDs and manifests, drm-shims, %s unit tests)" % (
+            len(targets), fork.conf["meson"]["test_suites"])):
+        run(["ninja", "-C", fork.build] + (["-j", str(jobs)] if jobs else []) + targets,
+            env=env)
+    with step("client and probes (top-level meson.build)"):
+        build_client(fork, env)
+    if shutil.which("ccache"):
+        print("build: " + ccache_summary(env))
+
+
+def bisect_commit(fork, wt, bdir, native, opts, env):
+    """Configures, builds and unit-tests the commit checked out in wt.
+    Returns None, or (what it fails to do, the output)."""
+    if not os.path.exists(os.path.join(bdir, "build.ninja")):
+        r = capture(["meson", "setup", bdir, wt, "--native-file", native] + opts, env=env)
+        if r.returncode != 0:
+            return "configure", r.stdout
+    try:
+        targets = build_targets(bdir, fork.conf, env)
+    except ConfigureError as e:
+        return "configure", e.args[0]
+    r = capture(["ninja", "-C", bdir] + targets, env=env)
+    if r.returncode != 0:
+        return "build", r.stdout
+    cmd = ["meson", "test", "-C", bdir, "--no-rebuild", "--print-errorlogs"]
+    for su in fork.conf["meson"]["test_suites"].split():
+        cmd += ["--suite", su]
+    r = capture(cmd, env=env)
+    if r.returncode != 0:
+        return "pass its unit tests", r.stdout
+    return None
+
+
+def bisect(fork):
+    """Build every commit of the series and run the unit suites (bisectability)."""
+    if not series.tree_is_prepared(fork):
+        die("bisect: run 'bin/mesa-fork prepare' first")
+    env = build_env(fork.top)
+    wt = os.path.join(fork.work, "bisect", "tree")
+    bdir = os.path.join(fork.work, "bisect", "build")
+    revs = series.series_revs(fork)
+    if not revs:
+        die("bisect: branch %s has no commits above '%s'" % (BRANCH, BASE_TAG))
+    if os.path.exists(wt):
+        series.git(fork, "worktree", "remove", "--force", wt, check=False)
+        shutil.rmtree(wt, ignore_errors=True)
+    series.git(fork, "worktree", "prune")
+    series.git(fork, "worktree", "add", "--detach", wt, revs[0])
+    native = write_native_file(os.path.dirname(fork.build))
+    # The options every commit knows: the series adds -Dvulkan-driver-info.
+    opts = fork.conf["meson"]["options"].split() + uapi_include_options(fork)
+    failed = None
+    try:
+        for n, rev in enumerate(revs, 1):
+            subject = series.git(fork, "log", "-1", "--format=%s", rev)
+            with step("%d/%d %s" % (n, len(revs), subject)):
+                series.git(fork, "checkout", "-q", "--detach", rev, cwd=wt)
+                failed = bisect_commit(fork, wt, bdir, native, opts, env)
+            if failed:
+                failed = (subject,) + failed
+                break
+    finally:
+        series.git(fork, "worktree", "remove", "--force", wt, check=False)
+    if failed:
+        subject, what, log = failed
+        die("bisect: %s fails to %s:\n%s" % (subject, what, log[-3000:]))
+    print("bisect: all %d commits build and pass the %s unit suites"
+          % (len(revs), ", ".join(fork.conf["meson"]["test_suites"].split())))

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""The alternate-ICD prefix: `mesa-fork install` (the drivers, drm-shims, ICD
+manifests with absolute library paths, env.sh and our programs, then each
+driver shown working) and `mesa-fork run` (a command on the fork's drivers,
+refused when another driver loaded)."""
+
+import contextlib
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from . import apt, build, series, sources
+from .config import driver_info_tag, fork_release
+from .proc import die, rel, run, step, write_if_changed
+
+
+def icd_json(prefix, drv):
+    return os.path.join(prefix, "share", "vulkan", "icd.d", "mesa_fork_%s_icd.json" % drv)
+
+
+def shim_lib(prefix, conf, drv):
+    return os.path.join(prefix, "lib", "mesa-fork", "drm-shim",
+                        os.path.basename(conf["drivers"][drv].split()[1]))
+
+
+def shim_env_pairs(conf, drv):
+    """The environment config/fork.ini [shim] gives drv's drm-shim."""
+    return dict(kv.split("=", 1) for kv in conf["shim"].get(drv, "").split())
+
+
+def fork_env(prefix, conf, shim=None, base=None):
+    """base (default: this process's environment) with the loader pointed at
+    the fork's ICDs in prefix, and with shim, that driver's drm-shim preloaded."""
+    env = dict(base if base is not None else os.environ)
+    files = ":".join(icd_json(prefix, d) for d in conf["drivers"])
+    env["VK_DRIVER_FILES"] = files
+    env["VK_ICD_FILENAMES"] = files
+    if shim:
+        lib = shim_lib(prefix, conf, shim)
+        env["LD_PRELOAD"] = (lib + " " + env.get("LD_PRELOAD", "")).strip()
+        for k, v in shim_env_pairs(conf, shim).items():
+            env.setdefault(k, v)
+    return env
+
+
+def built_api_version(icd_dir, drv):
+    """The Vulkan version of Mesa's own ICD manifest for drv, built next to
+    the driver."""
+    for path in glob.glob(os.path.join(icd_dir, "%s_icd.*.json" % drv)):
+        with open(path) as f:
+            return json.load(f)["ICD"]["api_version"]
+    die("install: Mesa's %s_icd manifest is not built; run 'bin/mesa-fork build'" % drv)
+
+
+def install_file(src, dst):
+    if not os.path.exists(src):
+        die("install: %s is not built; run 'bin/mesa-fork build'" % src)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = dst + ".tmp"
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def install_prefix(prefix, build_dir, conf):
+    """Drivers, drm-shims, ICD manifests and env.sh into prefix; returns the manifests."""
+    libdir = os.path.join(prefix, "lib", "mesa-fork")
+    icds = []
+    for drv, paths in conf["drivers"].items():
+        icd, shim = [os.path.join(build_dir, p) for p in paths.split()]
+        dst = os.path.join(libdir, os.path.basename(icd))
+        install_file(icd, dst)
+        install_file(shim, shim_lib(prefix, conf, drv))
+        doc = {"file_format_version": "1.0.1",
+               "ICD": {"library_path": dst,
+                       "api_version": built_api_version(os.path.dirname(icd), drv)}}
+        write_if_changed(icd_json(prefix, drv), json.dumps(doc, indent=4) + "\n")
+        icds.append(icd_json(prefix, drv))
+    files = ":".join(icds)
+    write_if_changed(os.path.join(prefix, "share", "mesa-fork", "env.sh"), (
+        "# Source this file to run Vulkan applications on mesa-fork's drivers.\n"
+        "export VK_DRIVER_FILES=%s\n"
+        "# Vulkan loaders before VK_DRIVER_FILES existed read this one.\n"
+        "export VK_ICD_FILENAMES=%s\n" % (files, files)))
+    write_if_changed(os.path.join(prefix, "share", "mesa-fork", "release"),
+                     driver_info_tag(conf) + "\n")
+    return icds
+
+
+def list_devices(prefix, env):
+    """The Vulkan devices mesa-fork-vkcheck --list sees in env, one dict
+    each, and its completed process."""
+    exe = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
+    if not os.path.exists(exe):
+        die("%s is not installed; run 'bin/mesa-fork install'" % exe)
+    r = subprocess.run([exe, "--list"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    devs = []
+    for line in r.stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            devs.append(json.loads(line))
+    return devs, r
+
+
+VULKANINFO_FIELDS = ("deviceName", "deviceType", "apiVersion", "driverID", "driverName",
+                     "driverInfo")
+
+
+def vulkaninfo_device_lines(env):
+    """Device and driver fields from `vulkaninfo --summary`. The summary shows
+    driver fields only for Vulkan 1.2 devices; for older ones (panvk on
+    Valhall reports 1.1) they come from the full VkPhysicalDeviceDriverProperties."""
+    r = subprocess.run(["vulkaninfo", "--summary"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    fields = {}
+    for line in r.stdout.split("Devices:", 1)[-1].splitlines():
+        m = re.match(r"\s*(\w+)\s*=\s*(.*)", line)
+        if m and m.group(1) in VULKANINFO_FIELDS:
+            fields.setdefault(m.group(1), m.group(2).strip())
+    if "driverInfo" not in fields:
+        r = subprocess.run(["vulkaninfo"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        sect = r.stdout.split("VkPhysicalDeviceDriverProperties", 1)[-1]
+        for line in sect.splitlines()[:8]:
+            m = re.match(r"\s*(driverID|driverName|driverInfo)\s*=\s*(.*)", line)
+            if m:
+                fields.setdefault(m.group(1), m.group(2).strip() + "  (full vulkaninfo)")
+    return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
+
+
+def demo_drivers(prefix, conf):
+    """Show each installed driver working: on its device if present, else on
+    its drm-shim. Returns whether every one did."""
+    tag = fork_release(conf)
+    vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
+    real, _ = list_devices(prefix, fork_env(prefix, conf))
+    ok_all = True
+    for drv in conf["drivers"]:
+        mine = [d for d in real if d["driver_kind"] == drv]
+        shim = None if mine else drv
+        env = fork_env(prefix, conf, shim=shim)
+        where = "real device" if mine else "drm-shim (%s)" % " ".join(
+            "%s=%s" % kv for kv in shim_env_pairs(conf, drv).items())
+        print("---- %s on %s" % (drv, where))
+        lines = vulkaninfo_device_lines(env)
+        print("\n".join("  vulkaninfo: " + line for line in lines))
+        shown = any(tag in line for line in lines)
+        c = subprocess.run([vkcheck, "--validate"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        for line in c.stdout.splitlines():
+            print("  vkcheck: " + line)
+        good = shown and c.returncode == 0
+        if good:
+            print("  => OK: the fork's driver recorded and submitted compute work%s" % (
+                " (a drm-shim executes nothing, so the data is not checked)" if shim else ""))
+        else:
+            print("  => FAILED (vulkaninfo fork device: %s, vkcheck exit %d)"
+                  % (shown, c.returncode))
+        ok_all &= good
+    return ok_all
+
+
+def install(fork, prefix=None, no_build=False, no_demo=False):
+    """Install the drivers as an alternate ICD into a prefix and show them working."""
+    prefix = fork.prefix(prefix)
+    if not no_build:
+        apt.deps(fork)
+        sources.fetch(fork)
+        series.prepare(fork)
+        build.build(fork)
+    env = build.build_env(fork.top)
+    with step("install into %s" % prefix):
+        icds = install_prefix(prefix, fork.build, fork.conf)
+    with step("install client into %s/bin" % prefix):
+        build.build_client(fork, env, prefix)
+        run(["meson", "install", "-C", fork.client_build, "--quiet"], env=env, quiet=True)
+    print()
+    print("Installed. To use the fork's drivers in this shell:")
+    print("    . %s/share/mesa-fork/env.sh" % prefix)
+    print("or for one command:")
+    print("    VK_DRIVER_FILES=%s \\" % ":".join(icds))
+    print("        vulkaninfo --summary")
+    print("(Vulkan loaders older than 1.3.234 read VK_ICD_FILENAMES instead; env.sh sets both.)")
+    print("    bin/mesa-fork run -- CMD    runs CMD and refuses if the fork did not load.")
+    if no_demo:
+        return
+    print()
+    if not demo_drivers(prefix, fork.conf):
+        die("install: a fork driver did not come up, on hardware or on its drm-shim")
+
+
+def run_command(fork, cmd, prefix=None, shim=None):
+    """Run CMD against the fork's ICDs; fail loudly if any other driver loaded."""
+    prefix = fork.prefix(prefix)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        die("run: usage: mesa-fork run [--prefix DIR] [--shim DRIVER] -- CMD [ARGS]")
+    env = fork_env(prefix, fork.conf, shim=shim)
+    devices, _ = list_devices(prefix, env)
+    for d in devices:
+        print("run: device %-32s driver %-14s %s" % (d["name"], d["driver"], d["info"]))
+    if not devices:
+        die("run: refusing: the Vulkan loader found no device with the ICDs in %s; "
+            "without the GPU, pass --shim DRIVER to use a drm-shim" % rel(prefix))
+    if not all(fork.release in d["info"] for d in devices):
+        die("run: refusing: the Vulkan loader picked a driver that is not %s "
+            "(see above); check VK_DRIVER_FILES and the prefix" % fork.release)
+    sys.stdout.flush()
+    try:
+        os.execvpe(cmd[0], cmd, env)
+    except OSError as e:
+        die("run: cannot run %s: %s" % (cmd[0], e.strerror))

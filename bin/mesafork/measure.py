@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: MIT
+"""Measurements against an installed prefix, not tests: `mesa-fork memtypes`
+(ANV's memory types and what allocators pick, stock vs fork, on the intel
+drm-shim) and `mesa-fork bench` (hk and panvk, in bench.py)."""
+
+import json
+import os
+import subprocess
+
+from .install import fork_env, icd_json
+from .proc import die
+
+ABBREV = {"DEVICE_LOCAL": "DL", "HOST_VISIBLE": "HV", "HOST_COHERENT": "HC",
+          "HOST_CACHED": "CA", "PROTECTED": "PR", "LAZILY_ALLOCATED": "LA"}
+
+
+def short_flags(flags):
+    return "|".join(ABBREV.get(f, f) for f in flags.split("|"))
+
+
+def memtypes(fork, platforms, prefix=None):
+    """Memory types and readback choices of VMA and gpu-allocator, stock vs fork."""
+    prefix = fork.prefix(prefix)
+    exe = os.path.join(prefix, "bin", "mesa-fork-memtypes")
+    if not os.path.exists(exe):
+        die("memtypes: %s is not installed; run 'bin/mesa-fork install'" % exe)
+    print("DL=DEVICE_LOCAL HV=HOST_VISIBLE HC=HOST_COHERENT CA=HOST_CACHED; "
+          "intel drm-shim, stock = ANV_CACHED_COHERENT=0")
+    print("%-8s %-6s %-86s %-14s %s" % ("platform", "mode", "memory types (index:flags)",
+                                        "VMA readback", "gpu-allocator GpuToCpu"))
+    for plat in platforms:
+        for mode, knob in (("stock", "0"), ("fork", None)):
+            env = fork_env(prefix, fork.conf, shim="intel")
+            env["INTEL_STUB_GPU_PLATFORM"] = plat
+            env.pop("ANV_CACHED_COHERENT", None)
+            if knob is not None:
+                env["ANV_CACHED_COHERENT"] = knob
+            r = subprocess.run([exe], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+            facts = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+            if r.returncode != 0 or not facts:
+                die("memtypes: %s %s failed: %s" % (plat, mode, r.stderr[-1000:]))
+            types = " ".join("%d:%s" % (f["index"], short_flags(f["flags"]))
+                             for f in facts if f["kind"] == "type")
+            choice = {f["allocator"]: "%d:%s" % (f["index"], short_flags(f["flags"]))
+                      for f in facts if f["kind"] == "choice"}
+            print("%-8s %-6s %-86s %-14s %s" % (plat, mode, types, choice["vma"],
+                                                choice["gpu-allocator"]))
+
+
+def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False):
+    """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
+    from . import bench as measurements
+    prefix = fork.prefix(prefix)
+    if not os.path.exists(icd_json(prefix, "asahi")):
+        die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
+    if driver == "hk":
+        measurements.bench_hk(fork.work, prefix, fork.conf, tokens=tuple(tokens))
+    else:
+        measurements.bench_panvk(fork.work, prefix, fork.conf)
+        if not no_llama:
+            print()
+            measurements.bench_panvk_llama(fork.work, prefix, fork.conf)

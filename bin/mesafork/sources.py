@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork fetch`: Debian's Mesa source package (apt-get source) or, with
+--tarball, Mesa's release tarball, and the VMA header; every file checked
+against the sha256 sums of config/fork.ini before anything uses it."""
+
+import contextlib
+import datetime
+import email.utils
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+
+from . import apt
+from .proc import die, rel, run, step
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def debian_files(fork):
+    """{kind: (file name, pinned sha256)} of Debian's source package."""
+    b = fork.conf["base"]
+    up, v = b["upstream_version"], b["version"]
+    return {
+        "orig": ("%s_%s.orig.tar.xz" % (b["package"], up), b["sha256_orig"]),
+        "debian": ("%s_%s.debian.tar.xz" % (b["package"], v), b["sha256_debian"]),
+        "dsc": ("%s_%s.dsc" % (b["package"], v), b["sha256_dsc"]),
+    }
+
+
+def debian_file(fork, kind):
+    return os.path.join(fork.cache, debian_files(fork)[kind][0])
+
+
+def verify_debian(fork):
+    """What is wrong with the cached Debian sources: [] when all match."""
+    bad = []
+    for name, want in debian_files(fork).values():
+        path = os.path.join(fork.cache, name)
+        if not os.path.exists(path):
+            bad.append("%s: missing" % name)
+            continue
+        got = sha256(path)
+        if got != want:
+            bad.append("%s: sha256 %s, expected %s" % (name, got, want))
+    return bad
+
+
+# fetch --tarball keeps the release tarball here and its sha256 next to it;
+# prepare uses the tarball whenever the checksum file exists.
+def upstream_tarball(fork):
+    return os.path.join(fork.cache, "upstream.tar.xz")
+
+
+def upstream_sha256(fork):
+    return os.path.join(fork.cache, "upstream.sha256")
+
+
+def uses_upstream(fork):
+    return os.path.exists(upstream_sha256(fork))
+
+
+def verify_upstream(fork):
+    """Dies unless the cached tarball is the one fetch --tarball verified."""
+    with open(upstream_sha256(fork)) as f:
+        want = f.read().strip()
+    path = upstream_tarball(fork)
+    got = sha256(path) if os.path.exists(path) else "missing"
+    if got != want or want != fork.conf["base"]["sha256_orig"]:
+        die("prepare: %s (sha256 %s) is not the tarball 'fetch --tarball' verified "
+            "(%s); run 'bin/mesa-fork fetch --tarball PATH' again" % (rel(path), got, want))
+
+
+def tarball_version(path):
+    """(version, UTC date) of the Mesa release tarball at path: the text of
+    its top-level VERSION file and that file's time, which is the release's
+    (so the base commit made from it is the same everywhere)."""
+    try:
+        with tarfile.open(path) as tar:
+            for m in tar:
+                if m.isfile() and m.name.count("/") == 1 and m.name.endswith("/VERSION"):
+                    text = tar.extractfile(m).read().decode(errors="replace").strip()
+                    date = datetime.datetime.fromtimestamp(m.mtime, datetime.timezone.utc)
+                    return (text.splitlines() or [""])[0], date.strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OSError, tarfile.TarError, EOFError) as e:
+        die("%s is not a readable tarball: %s" % (path, e))
+    return "(no VERSION file)", None
+
+
+def debian_changelog_date(path):
+    """The date of the newest entry of a debian/changelog, in UTC."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(" -- "):
+                stamp = line.split(">", 1)[1].strip()
+                dt = email.utils.parsedate_to_datetime(stamp)
+                return dt.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    die("no date in %s" % path)
+
+
+def vma_include(fork):
+    return os.path.join(fork.work, "deps", "vma", "include")
+
+
+def fetch_vma(fork):
+    """The VMA header from Debian's source package, verified and unpacked."""
+    v = fork.conf["vma"]
+    orig = "%s_%s.orig.tar.gz" % (v["package"], v["upstream_version"])
+    dsc = "%s_%s.dsc" % (v["package"], v["version"])
+    header = os.path.join(vma_include(fork), os.path.basename(v["header"]))
+    want = {orig: v["sha256_orig"], dsc: v["sha256_dsc"]}
+
+    def bad():
+        return [n for n, h in want.items()
+                if not os.path.exists(os.path.join(fork.cache, n)) or
+                sha256(os.path.join(fork.cache, n)) != h]
+
+    if os.path.exists(header) and not bad():
+        return
+    if bad():
+        with step("apt-get source --download-only %s=%s" % (v["package"], v["version"])):
+            run(["apt-get", "source", "--download-only",
+                 "%s=%s" % (v["package"], v["version"])], cwd=fork.cache, quiet=True)
+    if bad():
+        die("refusing %s: sha256 of %s does not match config/fork.ini" % (
+            v["package"], ", ".join(bad())))
+    with step("unpack %s from %s" % (v["header"], orig)):
+        os.makedirs(vma_include(fork), exist_ok=True)
+        with open(header + ".tmp", "wb") as out:
+            r = subprocess.run(["tar", "xzOf", os.path.join(fork.cache, orig), "--wildcards",
+                                "*/" + v["header"]], stdout=out)
+        if r.returncode != 0 or os.path.getsize(header + ".tmp") == 0:
+            die("%s holds no %s" % (orig, v["header"]))
+        os.replace(header + ".tmp", header)
+
+
+def fetch_tarball(fork, path):
+    """Mesa's release tarball instead of Debian's source: refuses anything
+    but the release of the base version, whose sha256 is that of Debian's
+    orig tarball (the very same file)."""
+    b = fork.conf["base"]
+    with step("verify and copy upstream tarball %s" % path):
+        if not os.path.isfile(path):
+            die("fetch: %s: no such file" % path)
+        version, _ = tarball_version(path)
+        if version != b["upstream_version"]:
+            die("fetch: %s is Mesa %s, the series is for %s" % (path, version,
+                                                                b["upstream_version"]))
+        digest = sha256(path)
+        if digest != b["sha256_orig"]:
+            die("fetch: %s has sha256 %s, not that of Mesa %s's release tarball (%s, "
+                "sha256_orig in config/fork.ini)" % (path, digest, version, b["sha256_orig"]))
+        dest = upstream_tarball(fork)
+        shutil.copyfile(path, dest + ".tmp")
+        os.replace(dest + ".tmp", dest)
+        with open(upstream_sha256(fork), "w") as f:
+            f.write(digest + "\n")
+    print("fetch: prepare will use the upstream tarball (no Debian patches); "
+          "'bin/mesa-fork fetch' without --tarball switches back to Debian's source")
+
+
+def fetch(fork, tarball=None):
+    """Download Debian's Mesa source package into the cache and verify it."""
+    b = fork.conf["base"]
+    os.makedirs(fork.cache, exist_ok=True)
+    fetch_vma(fork)
+    if tarball:
+        fetch_tarball(fork, tarball)
+        return
+    if uses_upstream(fork):
+        for path in (upstream_sha256(fork), upstream_tarball(fork)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        print("fetch: prepare will use Debian's source again, not the upstream tarball")
+    if not verify_debian(fork):
+        print("fetch: %s %s is in %s, sha256 verified" % (b["package"], b["version"],
+                                                          rel(fork.cache)))
+        return
+    with step("apt-get source --download-only %s=%s" % (b["package"], b["version"])):
+        if not apt.apt_has_source(b["package"], b["version"]):
+            die("apt does not know source %s %s: run 'bin/mesa-fork deps' first "
+                "(it adds the deb-src entry)" % (b["package"], b["version"]))
+        run(["apt-get", "source", "--download-only", "%s=%s" % (b["package"], b["version"])],
+            cwd=fork.cache, quiet=True)
+    bad = verify_debian(fork)
+    if bad:
+        for name, _ in debian_files(fork).values():
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(os.path.join(fork.cache, name),
+                          os.path.join(fork.cache, name + ".rejected"))
+        die("refusing the download, checksums do not match SPEC:\n  " + "\n  ".join(bad))
+    print("fetch: sha256 of orig, debian and dsc match config/fork.ini")
