@@ -16,7 +16,7 @@ import unittest
 
 import forklib
 from forklib import run
-from mesafork import build
+from mesafork import build, config, sources
 
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
 COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
@@ -302,6 +302,21 @@ class Fetch(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("fetch chose 'Debian mesa", r.stdout)
             self.assertTrue(os.path.exists(os.path.join(tree, "debian")))
+
+    def test_install_keeps_the_base_fetch_chose(self):
+        """install fetches what it needs without undoing fetch --tarball."""
+        with tempfile.TemporaryDirectory() as tmp:
+            work = self._work_linking_cache(tmp)
+            r = run([forklib.CLI, "fetch", "--tarball", self._orig()],
+                    env=dict(os.environ, MESA_FORK_WORK=work))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            fork = config.Fork(forklib.TOP, work)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                sources.fetch_chosen(fork)
+            self.assertTrue(sources.uses_upstream(fork))
+            self.assertIn("the upstream tarball 'fetch --tarball' verified is the base",
+                          out.getvalue())
 
     def test_prepare_refuses_a_changed_upstream_tarball(self):
         with tempfile.TemporaryDirectory() as tmp:

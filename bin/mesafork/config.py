@@ -41,12 +41,12 @@ def debian_version(conf):
 
 class Fork:
     """The repository at top, its configuration and its work directory
-    (MESA_FORK_WORK, default .work/)."""
+    (work, else MESA_FORK_WORK, else .work/)."""
 
-    def __init__(self, top):
+    def __init__(self, top, work=None):
         self.top = top
         self.conf = load(top)
-        self.work = os.environ.get("MESA_FORK_WORK", os.path.join(top, ".work"))
+        self.work = work or os.environ.get("MESA_FORK_WORK", os.path.join(top, ".work"))
         self.patches = os.path.join(top, "patches")
         self.cache = os.path.join(self.work, "cache")
         self.tree = os.path.join(self.work, "mesa")

@@ -168,7 +168,7 @@ def install(fork, prefix=None, no_build=False, no_demo=False):
     prefix = fork.prefix(prefix)
     if not no_build:
         apt.deps(fork)
-        sources.fetch(fork)
+        sources.fetch_chosen(fork)
         series.prepare(fork)
         build.build(fork)
     env = build.build_env(fork.top)

@@ -74,8 +74,8 @@ def verify_upstream(fork):
     path = upstream_tarball(fork)
     got = sha256(path) if os.path.exists(path) else "missing"
     if got != want or want != fork.conf["base"]["sha256_orig"]:
-        die("prepare: %s (sha256 %s) is not the tarball 'fetch --tarball' verified "
-            "(%s); run 'bin/mesa-fork fetch --tarball PATH' again" % (rel(path), got, want))
+        die("%s (sha256 %s) is not the tarball 'fetch --tarball' verified (%s); "
+            "run 'bin/mesa-fork fetch --tarball PATH' again" % (rel(path), got, want))
 
 
 def tarball_version(path):
@@ -197,3 +197,16 @@ def fetch(fork, tarball=None):
                           os.path.join(fork.cache, name + ".rejected"))
         die("refusing the download, checksums do not match SPEC:\n  " + "\n  ".join(bad))
     print("fetch: sha256 of orig, debian and dsc match config/fork.ini")
+
+
+def fetch_chosen(fork):
+    """What install needs: the base fetch chose, verified. That is the
+    release tarball after fetch --tarball, else Debian's source, fetched
+    when it is missing."""
+    if not uses_upstream(fork):
+        fetch(fork)
+        return
+    fetch_vma(fork)
+    verify_upstream(fork)
+    print("fetch: the upstream tarball 'fetch --tarball' verified is the base "
+          "('bin/mesa-fork fetch' switches back to Debian's source)")
