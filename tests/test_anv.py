@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """ANV i915 cached+coherent memory type (ANV_CACHED_COHERENT), end to end on
-the Intel drm-shim: what vulkaninfo lists, which PAT index the driver asks
-the kernel for, and which type real allocators pick for readback."""
+the Intel drm-shim: what vulkaninfo lists and in which order, which PAT
+index and CPU mapping the driver asks the kernel for, which type real
+allocators pick for readback, and the readback probe."""
 
 import json
 import os
