@@ -21,7 +21,7 @@ MASK = "B:0x000000f0"
 SCENARIOS = ("dispatches", "base", "barrier", "chain", "event", "timestamp", "statistics",
              "indirect-fill", "indirect-update", "secondary", "empty", "exec-barrier",
              "exec-barrier2", "empty-barrier2", "sync2", "events2", "render", "host",
-             "meta", "timestamp-barrier", "mixed")
+             "meta", "timestamp-barrier", "mixed", "subpass-query")
 STOCK_ENV = {"HK_LAZY_BARRIER": "0"}
 LAZY_ENV = {"HK_MERGE_STREAMS": "0"}
 SETTINGS = (("stock", STOCK_ENV), ("lazy", LAZY_ENV), ("lazy + merge", {}))
@@ -292,6 +292,31 @@ class MergedStreams(unittest.TestCase):
         for sc, n in expect.items():
             with self.subTest(scenario=sc):
                 self.assertEqual(len(cached(sc)), n, cached(sc))
+
+    def test_no_launch_overtakes_a_stream_queued_behind_its_stream(self):
+        """A subpass self-dependency barrier ends the graphics stream; the
+        query then opens a compute stream and the second clear queues a
+        graphics stream behind it. The barrier after the pass must not keep
+        that compute stream: the dispatch (the submission's last launch)
+        has to run after the second clear."""
+        for name, env in SETTINGS:
+            with self.subTest(setting=name):
+                cmds, _ = capture_commands("subpass-query", **env)
+                kinds = [k for k, _ in cmds]
+                self.assertEqual(kinds.count("render"), 2, cmds)
+                last_render = max(i for i, k in enumerate(kinds) if k == "render")
+                last_launch = max(i for i, (k, s) in enumerate(cmds)
+                                  if k == "compute" and launches(s))
+                self.assertGreater(last_launch, last_render, cmds)
+                self.assertEqual(cmds[-1][1][-2:], [STOCK, "T"])
+
+    def test_the_seam_barrier_has_the_mask_bits(self):
+        """Merged, the barrier where a stream used to end is the barrier
+        that ended it: with HK_CDM_BARRIER_MASK, the mask's bits."""
+        self.assertEqual(cached("chain", 3, HK_CDM_BARRIER_MASK="0xf0"),
+                         [["L", MASK] * 3 + ["T"]])
+        self.assertEqual(cached("chain", 3, HK_CDM_BARRIER_MASK="0xf0", **LAZY_ENV),
+                         [["L", MASK, "T"]] * 3)
 
     def test_a_pending_timestamp_ends_the_stream_at_a_barrier(self):
         """timestamp, dispatch, barrier, dispatch, timestamp: the first

@@ -40,6 +40,10 @@
  *   meta         vkCmdFillBuffer, dispatch, vkCmdCopyBuffer, dispatch,
  *                vkCmdUpdateBuffer, nothing between them (disjoint ranges)
  *   timestamp-barrier  timestamp, dispatch, barrier, dispatch, timestamp
+ *   subpass-query    a render pass whose subpass has a self-dependency:
+ *                    clear, barrier, an empty compute-invocation query,
+ *                    clear; after the pass, a barrier and a dispatch
+ *                    (skipped with exit 77 without pipelineStatisticsQuery)
  *   mixed        N rounds of: dispatch, barrier, vkCmdFillBuffer, barrier,
  *                indirect dispatch, barrier
  *
@@ -266,6 +270,167 @@ render(struct ctx *c, VkCommandBuffer cmd)
    vkFreeMemory(c->d.dev, mem, NULL);
 }
 
+/* Inside a render pass, a barrier on the subpass self-dependency ends the
+ * graphics control stream; the query then opens a compute stream, and the
+ * second clear queues a graphics stream behind it. The dispatch after the
+ * pass must run after both clears.
+ */
+static void
+subpass_query(struct ctx *c, VkCommandBuffer cmd)
+{
+   const VkFormat format = VK_FORMAT_R8G8B8A8_UNORM;
+   VkImageCreateInfo ici = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+      .imageType = VK_IMAGE_TYPE_2D,
+      .format = format,
+      .extent = {64, 32, 1},
+      .mipLevels = 1,
+      .arrayLayers = 1,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .tiling = VK_IMAGE_TILING_OPTIMAL,
+      .usage = VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+   };
+   VkImage img;
+   MF_CHECK(vkCreateImage(c->d.dev, &ici, NULL, &img));
+   VkMemoryRequirements req;
+   vkGetImageMemoryRequirements(c->d.dev, img, &req);
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = mf_find_memory_type(&c->d.mp, req.memoryTypeBits, 0),
+   };
+   VkDeviceMemory mem;
+   MF_CHECK(vkAllocateMemory(c->d.dev, &mai, NULL, &mem));
+   MF_CHECK(vkBindImageMemory(c->d.dev, img, mem, 0));
+   const VkImageSubresourceRange color = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0,
+                                          1};
+   VkImageViewCreateInfo vci = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
+      .image = img,
+      .viewType = VK_IMAGE_VIEW_TYPE_2D,
+      .format = format,
+      .subresourceRange = color,
+   };
+   VkImageView view;
+   MF_CHECK(vkCreateImageView(c->d.dev, &vci, NULL, &view));
+
+   VkAttachmentDescription att = {
+      .format = format,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_LOAD,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .stencilLoadOp = VK_ATTACHMENT_LOAD_OP_DONT_CARE,
+      .stencilStoreOp = VK_ATTACHMENT_STORE_OP_DONT_CARE,
+      .initialLayout = VK_IMAGE_LAYOUT_GENERAL,
+      .finalLayout = VK_IMAGE_LAYOUT_GENERAL,
+   };
+   VkAttachmentReference ref = {0, VK_IMAGE_LAYOUT_GENERAL};
+   VkSubpassDescription subpass = {
+      .pipelineBindPoint = VK_PIPELINE_BIND_POINT_GRAPHICS,
+      .colorAttachmentCount = 1,
+      .pColorAttachments = &ref,
+   };
+   VkSubpassDependency self = {
+      .srcSubpass = 0,
+      .dstSubpass = 0,
+      .srcStageMask = VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+      .dstStageMask = VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+      .srcAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+      .dependencyFlags = VK_DEPENDENCY_BY_REGION_BIT,
+   };
+   VkRenderPassCreateInfo rpci = {
+      .sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO,
+      .attachmentCount = 1,
+      .pAttachments = &att,
+      .subpassCount = 1,
+      .pSubpasses = &subpass,
+      .dependencyCount = 1,
+      .pDependencies = &self,
+   };
+   VkRenderPass pass;
+   MF_CHECK(vkCreateRenderPass(c->d.dev, &rpci, NULL, &pass));
+   VkFramebufferCreateInfo fci = {
+      .sType = VK_STRUCTURE_TYPE_FRAMEBUFFER_CREATE_INFO,
+      .renderPass = pass,
+      .attachmentCount = 1,
+      .pAttachments = &view,
+      .width = 64,
+      .height = 32,
+      .layers = 1,
+   };
+   VkFramebuffer fb;
+   MF_CHECK(vkCreateFramebuffer(c->d.dev, &fci, NULL, &fb));
+   VkQueryPoolCreateInfo qpci = {
+      .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+      .queryType = VK_QUERY_TYPE_PIPELINE_STATISTICS,
+      .queryCount = 1,
+      .pipelineStatistics =
+         VK_QUERY_PIPELINE_STATISTIC_COMPUTE_SHADER_INVOCATIONS_BIT,
+   };
+   VkQueryPool qp;
+   MF_CHECK(vkCreateQueryPool(c->d.dev, &qpci, NULL, &qp));
+
+   VkImageMemoryBarrier to_general = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER,
+      .dstAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+      .newLayout = VK_IMAGE_LAYOUT_GENERAL,
+      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .image = img,
+      .subresourceRange = color,
+   };
+   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
+                        VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT, 0, 0,
+                        NULL, 0, NULL, 1, &to_general);
+   vkCmdResetQueryPool(cmd, qp, 0, 1);
+
+   VkRenderPassBeginInfo rbi = {
+      .sType = VK_STRUCTURE_TYPE_RENDER_PASS_BEGIN_INFO,
+      .renderPass = pass,
+      .framebuffer = fb,
+      .renderArea = {{0, 0}, {64, 32}},
+   };
+   const VkClearAttachment clear = {
+      .aspectMask = VK_IMAGE_ASPECT_COLOR_BIT,
+      .colorAttachment = 0,
+      .clearValue.color.float32 = {1.0f, 0.0f, 0.0f, 1.0f},
+   };
+   const VkClearRect rect = {{{0, 0}, {64, 32}}, 0, 1};
+   vkCmdBeginRenderPass(cmd, &rbi, VK_SUBPASS_CONTENTS_INLINE);
+   vkCmdClearAttachments(cmd, 1, &clear, 1, &rect);
+   VkMemoryBarrier self_mb = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+   };
+   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+                        VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+                        VK_DEPENDENCY_BY_REGION_BIT, 1, &self_mb, 0, NULL, 0,
+                        NULL);
+   vkCmdBeginQuery(cmd, qp, 0, 0);
+   vkCmdEndQuery(cmd, qp, 0);
+   vkCmdClearAttachments(cmd, 1, &clear, 1, &rect);
+   vkCmdEndRenderPass(cmd);
+
+   mf_barrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
+              VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
+              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   mf_submit_wait(&c->d, cmd);
+   printf("submitted: subpass-query\n");
+
+   vkDestroyQueryPool(c->d.dev, qp, NULL);
+   vkDestroyFramebuffer(c->d.dev, fb, NULL);
+   vkDestroyRenderPass(c->d.dev, pass, NULL);
+   vkDestroyImageView(c->d.dev, view, NULL);
+   vkDestroyImage(c->d.dev, img, NULL);
+   vkFreeMemory(c->d.dev, mem, NULL);
+}
+
 static void
 submit(struct ctx *c, VkCommandBuffer cmd, const char *what)
 {
@@ -383,6 +548,15 @@ main(int argc, char **argv)
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "render")) {
       render(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "subpass-query")) {
+      VkPhysicalDeviceFeatures have;
+      vkGetPhysicalDeviceFeatures(c.d.pd, &have);
+      if (!have.pipelineStatisticsQuery) {
+         printf("skipped: pipelineStatisticsQuery not supported\n");
+         return 77;
+      }
+      subpass_query(&c, cmd);
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "host")) {
       bind(&c, cmd);
