@@ -94,6 +94,21 @@ void mf_device_destroy(struct mf_device *d);
 VkPhysicalDevice mf_first_physical_device(struct mf_instance *mi,
                                           const char *app);
 
+/* A 2D colour image with one mip level and layer, bound to its own
+ * allocation, and a view of it.
+ */
+struct mf_image {
+   VkImage image;
+   VkDeviceMemory mem;
+   VkImageView view;
+   VkFormat format;
+};
+
+void mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
+                        VkFormat format, VkImageUsageFlags usage,
+                        struct mf_image *out);
+void mf_image_destroy(struct mf_device *d, struct mf_image *img);
+
 struct mf_buffer {
    VkBuffer buf;
    VkDeviceMemory mem;

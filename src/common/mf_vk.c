@@ -307,6 +307,52 @@ mf_buffer_destroy(struct mf_device *d, struct mf_buffer *b)
    vkFreeMemory(d->dev, b->mem, NULL);
 }
 
+void
+mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
+                   VkFormat format, VkImageUsageFlags usage,
+                   struct mf_image *out)
+{
+   VkImageCreateInfo ici = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
+      .imageType = VK_IMAGE_TYPE_2D,
+      .format = format,
+      .extent = {width, height, 1},
+      .mipLevels = 1,
+      .arrayLayers = 1,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .tiling = VK_IMAGE_TILING_OPTIMAL,
+      .usage = usage,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+   };
+   out->format = format;
+   MF_CHECK(vkCreateImage(d->dev, &ici, NULL, &out->image));
+   VkMemoryRequirements req;
+   vkGetImageMemoryRequirements(d->dev, out->image, &req);
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = req.size,
+      .memoryTypeIndex = mf_find_memory_type(&d->mp, req.memoryTypeBits, 0),
+   };
+   MF_CHECK(vkAllocateMemory(d->dev, &mai, NULL, &out->mem));
+   MF_CHECK(vkBindImageMemory(d->dev, out->image, out->mem, 0));
+   VkImageViewCreateInfo vci = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
+      .image = out->image,
+      .viewType = VK_IMAGE_VIEW_TYPE_2D,
+      .format = format,
+      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
+   };
+   MF_CHECK(vkCreateImageView(d->dev, &vci, NULL, &out->view));
+}
+
+void
+mf_image_destroy(struct mf_device *d, struct mf_image *img)
+{
+   vkDestroyImageView(d->dev, img->view, NULL);
+   vkDestroyImage(d->dev, img->image, NULL);
+   vkFreeMemory(d->dev, img->mem, NULL);
+}
+
 VkPipeline
 mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
                     const uint32_t *spv, size_t spv_size,

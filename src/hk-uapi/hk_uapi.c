@@ -424,29 +424,10 @@ check_render(VkPhysicalDevice pd)
    compute_env_create(&e, pd, &want13);
    struct mf_device d = e.d;
 
-   VkImageCreateInfo ici =
-      image_2d(64, 32, VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT);
-   VkImage img;
-   MF_CHECK(vkCreateImage(d.dev, &ici, NULL, &img));
-   VkMemoryRequirements req;
-   vkGetImageMemoryRequirements(d.dev, img, &req);
-   VkMemoryAllocateInfo mai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = mf_find_memory_type(&d.mp, req.memoryTypeBits, 0),
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(d.dev, &mai, NULL, &mem));
-   MF_CHECK(vkBindImageMemory(d.dev, img, mem, 0));
-   VkImageViewCreateInfo vci = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
-      .image = img,
-      .viewType = VK_IMAGE_VIEW_TYPE_2D,
-      .format = ici.format,
-      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
-   };
-   VkImageView view;
-   MF_CHECK(vkCreateImageView(d.dev, &vci, NULL, &view));
+   struct mf_image img;
+   mf_image_2d_create(&d, 64, 32, VK_FORMAT_R8G8B8A8_UNORM,
+                      VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
+   const VkImageSubresourceRange all = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
 
    VkCommandBuffer cmd = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
@@ -462,8 +443,8 @@ check_render(VkPhysicalDevice pd)
       .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
       .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
       .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .image = img,
-      .subresourceRange = vci.subresourceRange,
+      .image = img.image,
+      .subresourceRange = all,
    };
    VkDependencyInfo dep = {
       .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
@@ -474,7 +455,7 @@ check_render(VkPhysicalDevice pd)
 
    VkRenderingAttachmentInfo color = {
       .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
-      .imageView = view,
+      .imageView = img.view,
       .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
       .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
       .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
@@ -498,9 +479,7 @@ check_render(VkPhysicalDevice pd)
    mf_submit_wait(&d, cmd);
    printf("render: dispatch, clear 64x32, dispatch submitted\n");
 
-   vkDestroyImageView(d.dev, view, NULL);
-   vkDestroyImage(d.dev, img, NULL);
-   vkFreeMemory(d.dev, mem, NULL);
+   mf_image_destroy(&d, &img);
    compute_env_destroy(&e);
    return 0;
 }

@@ -184,39 +184,11 @@ events2(struct ctx *c, VkCommandBuffer cmd)
 static void
 render(struct ctx *c, VkCommandBuffer cmd)
 {
-   VkImageCreateInfo ici = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .imageType = VK_IMAGE_TYPE_2D,
-      .format = VK_FORMAT_R8G8B8A8_UNORM,
-      .extent = {64, 32, 1},
-      .mipLevels = 1,
-      .arrayLayers = 1,
-      .samples = VK_SAMPLE_COUNT_1_BIT,
-      .tiling = VK_IMAGE_TILING_OPTIMAL,
-      .usage = VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
-      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-   };
-   VkImage img;
-   MF_CHECK(vkCreateImage(c->d.dev, &ici, NULL, &img));
-   VkMemoryRequirements req;
-   vkGetImageMemoryRequirements(c->d.dev, img, &req);
-   VkMemoryAllocateInfo mai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = mf_find_memory_type(&c->d.mp, req.memoryTypeBits, 0),
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(c->d.dev, &mai, NULL, &mem));
-   MF_CHECK(vkBindImageMemory(c->d.dev, img, mem, 0));
-   VkImageViewCreateInfo vci = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
-      .image = img,
-      .viewType = VK_IMAGE_VIEW_TYPE_2D,
-      .format = ici.format,
-      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
-   };
-   VkImageView view;
-   MF_CHECK(vkCreateImageView(c->d.dev, &vci, NULL, &view));
+   struct mf_image img;
+   mf_image_2d_create(&c->d, 64, 32, VK_FORMAT_R8G8B8A8_UNORM,
+                      VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
+   const VkImageSubresourceRange all = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0,
+                                        1};
 
    /* The layout transition comes first, so that nothing but the pass
     * itself separates the first dispatch from the clear.
@@ -230,8 +202,8 @@ render(struct ctx *c, VkCommandBuffer cmd)
       .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
       .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
       .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .image = img,
-      .subresourceRange = vci.subresourceRange,
+      .image = img.image,
+      .subresourceRange = all,
    };
    VkDependencyInfo dep = {
       .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
@@ -244,7 +216,7 @@ render(struct ctx *c, VkCommandBuffer cmd)
    vkCmdDispatch(cmd, 16, 1, 1);
    VkRenderingAttachmentInfo color = {
       .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
-      .imageView = view,
+      .imageView = img.view,
       .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
       .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
       .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
@@ -264,10 +236,7 @@ render(struct ctx *c, VkCommandBuffer cmd)
    vkCmdDispatch(cmd, 16, 1, 1);
    mf_submit_wait(&c->d, cmd);
    printf("submitted: render\n");
-
-   vkDestroyImageView(c->d.dev, view, NULL);
-   vkDestroyImage(c->d.dev, img, NULL);
-   vkFreeMemory(c->d.dev, mem, NULL);
+   mf_image_destroy(&c->d, &img);
 }
 
 /* Inside a render pass, a barrier on the subpass self-dependency ends the
@@ -279,41 +248,11 @@ static void
 subpass_query(struct ctx *c, VkCommandBuffer cmd)
 {
    const VkFormat format = VK_FORMAT_R8G8B8A8_UNORM;
-   VkImageCreateInfo ici = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .imageType = VK_IMAGE_TYPE_2D,
-      .format = format,
-      .extent = {64, 32, 1},
-      .mipLevels = 1,
-      .arrayLayers = 1,
-      .samples = VK_SAMPLE_COUNT_1_BIT,
-      .tiling = VK_IMAGE_TILING_OPTIMAL,
-      .usage = VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
-      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-   };
-   VkImage img;
-   MF_CHECK(vkCreateImage(c->d.dev, &ici, NULL, &img));
-   VkMemoryRequirements req;
-   vkGetImageMemoryRequirements(c->d.dev, img, &req);
-   VkMemoryAllocateInfo mai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .allocationSize = req.size,
-      .memoryTypeIndex = mf_find_memory_type(&c->d.mp, req.memoryTypeBits, 0),
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(c->d.dev, &mai, NULL, &mem));
-   MF_CHECK(vkBindImageMemory(c->d.dev, img, mem, 0));
+   struct mf_image img;
+   mf_image_2d_create(&c->d, 64, 32, format,
+                      VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
    const VkImageSubresourceRange color = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0,
                                           1};
-   VkImageViewCreateInfo vci = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_VIEW_CREATE_INFO,
-      .image = img,
-      .viewType = VK_IMAGE_VIEW_TYPE_2D,
-      .format = format,
-      .subresourceRange = color,
-   };
-   VkImageView view;
-   MF_CHECK(vkCreateImageView(c->d.dev, &vci, NULL, &view));
 
    VkAttachmentDescription att = {
       .format = format,
@@ -355,7 +294,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
       .sType = VK_STRUCTURE_TYPE_FRAMEBUFFER_CREATE_INFO,
       .renderPass = pass,
       .attachmentCount = 1,
-      .pAttachments = &view,
+      .pAttachments = &img.view,
       .width = 64,
       .height = 32,
       .layers = 1,
@@ -379,7 +318,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
       .newLayout = VK_IMAGE_LAYOUT_GENERAL,
       .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
       .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .image = img,
+      .image = img.image,
       .subresourceRange = color,
    };
    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
@@ -426,9 +365,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
    vkDestroyQueryPool(c->d.dev, qp, NULL);
    vkDestroyFramebuffer(c->d.dev, fb, NULL);
    vkDestroyRenderPass(c->d.dev, pass, NULL);
-   vkDestroyImageView(c->d.dev, view, NULL);
-   vkDestroyImage(c->d.dev, img, NULL);
-   vkFreeMemory(c->d.dev, mem, NULL);
+   mf_image_destroy(&c->d, &img);
 }
 
 static void
