@@ -102,12 +102,26 @@ struct mf_image {
    VkDeviceMemory mem;
    VkImageView view;
    VkFormat format;
+   uint32_t width, height;
 };
 
+/* A single-sample, single-level 2D image with optimal tiling. */
+VkImageCreateInfo mf_image_2d_info(uint32_t width, uint32_t height,
+                                   VkFormat format, VkImageUsageFlags usage);
 void mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
                         VkFormat format, VkImageUsageFlags usage,
                         struct mf_image *out);
 void mf_image_destroy(struct mf_device *d, struct mf_image *img);
+
+/* Moves the whole image from UNDEFINED to COLOR_ATTACHMENT_OPTIMAL after
+ * (src_stage, src_access), with vkCmdPipelineBarrier2.
+ */
+void mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
+                            VkPipelineStageFlags2 src_stage,
+                            VkAccessFlags2 src_access);
+
+/* A dynamic-rendering pass over the whole image that only clears it. */
+void mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img);
 
 struct mf_buffer {
    VkBuffer buf;

@@ -307,12 +307,11 @@ mf_buffer_destroy(struct mf_device *d, struct mf_buffer *b)
    vkFreeMemory(d->dev, b->mem, NULL);
 }
 
-void
-mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
-                   VkFormat format, VkImageUsageFlags usage,
-                   struct mf_image *out)
+VkImageCreateInfo
+mf_image_2d_info(uint32_t width, uint32_t height, VkFormat format,
+                 VkImageUsageFlags usage)
 {
-   VkImageCreateInfo ici = {
+   return (VkImageCreateInfo){
       .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
       .imageType = VK_IMAGE_TYPE_2D,
       .format = format,
@@ -324,7 +323,17 @@ mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
       .usage = usage,
       .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
    };
+}
+
+void
+mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
+                   VkFormat format, VkImageUsageFlags usage,
+                   struct mf_image *out)
+{
+   VkImageCreateInfo ici = mf_image_2d_info(width, height, format, usage);
    out->format = format;
+   out->width = width;
+   out->height = height;
    MF_CHECK(vkCreateImage(d->dev, &ici, NULL, &out->image));
    VkMemoryRequirements req;
    vkGetImageMemoryRequirements(d->dev, out->image, &req);
@@ -343,6 +352,54 @@ mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
       .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
    };
    MF_CHECK(vkCreateImageView(d->dev, &vci, NULL, &out->view));
+}
+
+void
+mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
+                       VkPipelineStageFlags2 src_stage,
+                       VkAccessFlags2 src_access)
+{
+   VkImageMemoryBarrier2 ib = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
+      .srcStageMask = src_stage,
+      .srcAccessMask = src_access,
+      .dstStageMask = VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
+      .dstAccessMask = VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
+      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+      .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .image = img->image,
+      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
+   };
+   VkDependencyInfo dep = {
+      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
+      .imageMemoryBarrierCount = 1,
+      .pImageMemoryBarriers = &ib,
+   };
+   vkCmdPipelineBarrier2(cmd, &dep);
+}
+
+void
+mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img)
+{
+   VkRenderingAttachmentInfo color = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
+      .imageView = img->view,
+      .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
+   };
+   VkRenderingInfo ri = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
+      .renderArea = {{0, 0}, {img->width, img->height}},
+      .layerCount = 1,
+      .colorAttachmentCount = 1,
+      .pColorAttachments = &color,
+   };
+   vkCmdBeginRendering(cmd, &ri);
+   vkCmdEndRendering(cmd);
 }
 
 void

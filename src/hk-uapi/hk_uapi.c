@@ -268,24 +268,6 @@ check_semaphores(VkPhysicalDevice pd)
    return 0;
 }
 
-/* A single-sample, single-level RGBA8 2D image with optimal tiling. */
-static VkImageCreateInfo
-image_2d(uint32_t width, uint32_t height, VkImageUsageFlags usage)
-{
-   return (VkImageCreateInfo){
-      .sType = VK_STRUCTURE_TYPE_IMAGE_CREATE_INFO,
-      .imageType = VK_IMAGE_TYPE_2D,
-      .format = VK_FORMAT_R8G8B8A8_UNORM,
-      .extent = {width, height, 1},
-      .mipLevels = 1,
-      .arrayLayers = 1,
-      .samples = VK_SAMPLE_COUNT_1_BIT,
-      .tiling = VK_IMAGE_TILING_OPTIMAL,
-      .usage = usage,
-      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-   };
-}
-
 static VkDeviceMemory
 alloc_block(struct mf_device *d, VkDeviceSize size)
 {
@@ -382,7 +364,8 @@ check_sparse(VkPhysicalDevice pd)
    }
    printf("sparse 128 GiB buffers created: %u of 4\n", big);
 
-   VkImageCreateInfo ici = image_2d(1024, 1024, VK_IMAGE_USAGE_SAMPLED_BIT);
+   VkImageCreateInfo ici = mf_image_2d_info(1024, 1024, VK_FORMAT_R8G8B8A8_UNORM,
+                                            VK_IMAGE_USAGE_SAMPLED_BIT);
    for (unsigned i = 0; i < 3; ++i) {
       ici.flags = flags[i].image;
       VkResult r = vkCreateImage(d.dev, &ici, NULL, &imgs[i]);
@@ -427,49 +410,14 @@ check_render(VkPhysicalDevice pd)
    struct mf_image img;
    mf_image_2d_create(&d, 64, 32, VK_FORMAT_R8G8B8A8_UNORM,
                       VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
-   const VkImageSubresourceRange all = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
 
    VkCommandBuffer cmd = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
    dispatch(cmd, &e);
 
-   VkImageMemoryBarrier2 to_attachment = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
-      .srcStageMask = VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
-      .srcAccessMask = VK_ACCESS_2_SHADER_WRITE_BIT,
-      .dstStageMask = VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
-      .dstAccessMask = VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
-      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-      .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
-      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .image = img.image,
-      .subresourceRange = all,
-   };
-   VkDependencyInfo dep = {
-      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
-      .imageMemoryBarrierCount = 1,
-      .pImageMemoryBarriers = &to_attachment,
-   };
-   vkCmdPipelineBarrier2(cmd, &dep);
-
-   VkRenderingAttachmentInfo color = {
-      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
-      .imageView = img.view,
-      .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
-      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
-      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
-      .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
-   };
-   VkRenderingInfo ri = {
-      .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
-      .renderArea = {{0, 0}, {64, 32}},
-      .layerCount = 1,
-      .colorAttachmentCount = 1,
-      .pColorAttachments = &color,
-   };
-   vkCmdBeginRendering(cmd, &ri);
-   vkCmdEndRendering(cmd);
+   mf_to_color_attachment(cmd, &img, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_2_SHADER_WRITE_BIT);
+   mf_clear_pass(cmd, &img);
 
    mf_barrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
               VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,

@@ -187,50 +187,15 @@ render(struct ctx *c, VkCommandBuffer cmd)
    struct mf_image img;
    mf_image_2d_create(&c->d, 64, 32, VK_FORMAT_R8G8B8A8_UNORM,
                       VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
-   const VkImageSubresourceRange all = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0,
-                                        1};
 
    /* The layout transition comes first, so that nothing but the pass
     * itself separates the first dispatch from the clear.
     */
-   VkImageMemoryBarrier2 to_attachment = {
-      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
-      .srcStageMask = VK_PIPELINE_STAGE_2_NONE,
-      .dstStageMask = VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
-      .dstAccessMask = VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
-      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-      .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
-      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
-      .image = img.image,
-      .subresourceRange = all,
-   };
-   VkDependencyInfo dep = {
-      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
-      .imageMemoryBarrierCount = 1,
-      .pImageMemoryBarriers = &to_attachment,
-   };
-   vkCmdPipelineBarrier2(cmd, &dep);
+   mf_to_color_attachment(cmd, &img, VK_PIPELINE_STAGE_2_NONE, 0);
 
    bind(c, cmd);
    vkCmdDispatch(cmd, 16, 1, 1);
-   VkRenderingAttachmentInfo color = {
-      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
-      .imageView = img.view,
-      .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
-      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
-      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
-      .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
-   };
-   VkRenderingInfo ri = {
-      .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
-      .renderArea = {{0, 0}, {64, 32}},
-      .layerCount = 1,
-      .colorAttachmentCount = 1,
-      .pColorAttachments = &color,
-   };
-   vkCmdBeginRendering(cmd, &ri);
-   vkCmdEndRendering(cmd);
+   mf_clear_pass(cmd, &img);
    vkCmdDispatch(cmd, 16, 1, 1);
    compute_barrier(cmd);
    vkCmdDispatch(cmd, 16, 1, 1);
