@@ -20,8 +20,11 @@ M2U_BARRIERS_FIXED = 370
 M2U_US_PER_BARRIER = 20.7
 M2U_GBPS = 282.0
 
+# What the chroot holds. vulkan-validationlayers is sid's Khronos layer, for
+# `bench sync` (synchronization validation of llama.cpp).
 SID_PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan",
-                "python3-gguf", "libdrm2", "libexpat1", "libzstd1", "libvulkan1"]
+                "python3-gguf", "libdrm2", "libexpat1", "libzstd1", "libvulkan1",
+                "vulkan-validationlayers"]
 
 
 class Chroot:
@@ -36,8 +39,11 @@ class Chroot:
         self.mounts = []
 
     def ensure(self):
+        # The stamp lists what was installed: a chroot made before a package
+        # joined SID_PACKAGES gets the new one, not a new debootstrap.
         stamp = os.path.join(self.root, ".mesa-fork-ready")
-        if os.path.exists(stamp):
+        want = "\n".join(sorted(SID_PACKAGES)) + "\n"
+        if os.path.exists(stamp) and open(stamp).read() == want:
             return
         if not shutil.which("debootstrap"):
             with tool.step("apt-get install debootstrap"):
@@ -56,7 +62,8 @@ class Chroot:
                 self.run_in(apt + ["update"], quiet=True)
                 self.run_in(apt + ["install", "-y", "--no-install-recommends"] + SID_PACKAGES,
                             quiet=True, env={"DEBIAN_FRONTEND": "noninteractive"})
-        open(stamp, "w").close()
+        with open(stamp, "w") as f:
+            f.write(want)
 
     @contextlib.contextmanager
     def mounted(self):

@@ -54,7 +54,10 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False):
     prefix = fork.prefix(prefix)
     if not os.path.exists(icd_json(prefix, "asahi")):
         die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
-    if driver == "hk":
+    if driver == "sync":
+        from .benchsync import bench_sync
+        bench_sync(fork.work, prefix, fork.conf)
+    elif driver == "hk":
         measurements.bench_hk(fork.work, prefix, fork.conf, tokens=tuple(tokens))
     else:
         measurements.bench_panvk(fork.work, prefix, fork.conf)

@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork bench sync`: is llama.cpp correct under Vulkan's rules, the
+rules HK_LAZY_BARRIER relies on? llama.cpp (Debian sid, in the cached
+chroot) decodes and prefills on each driver's drm-shim under the Khronos
+validation layer with synchronization validation and its shader-access
+heuristic on, and our VK_LAYER_MESAFORK_synctrace next to it for the byte
+ranges the layer does not print. Prints each hazard pattern with its ggml
+ops, buffer and ranges, and whether the ranges overlap only because a
+binding runs to the end of its buffer."""
+
+import collections
+import os
+import re
+
+from . import bench, syncval
+from .proc import die, step
+
+SYNCVAL_ENV = {
+    "VK_LAYER_VALIDATE_SYNC": "1",
+    "VK_LAYER_SYNCVAL_SHADER_ACCESSES_HEURISTIC": "1",
+    "VK_LAYER_DUPLICATE_MESSAGE_LIMIT": "100000",
+    # ggml labels every node and names its pipelines with this set.
+    "GGML_VK_DEBUG_MARKERS": "1",
+    "MESA_FORK_SYNCTRACE": "stdout",
+}
+DRIVERS = ("asahi", "panfrost", "intel")
+WORKLOADS = (("decode", ["-p", "0", "-n", "4"]), ("prefill", ["-p", "64", "-n", "0"]))
+
+
+def layer_env(prefix):
+    return {"VK_INSTANCE_LAYERS": "VK_LAYER_MESAFORK_synctrace:VK_LAYER_KHRONOS_validation",
+            "VK_LAYER_PATH": "/usr/share/vulkan/explicit_layer.d:" +
+                             os.path.join(prefix, "share", "vulkan", "explicit_layer.d")}
+
+
+def run(chroot, prefix, conf, driver, cmd):
+    env = bench.chroot_shim_env(prefix, conf, driver, **SYNCVAL_ENV)
+    env.update(layer_env(prefix))
+    r = chroot.run_in(cmd, env=env, capture=True)
+    dispatches, unplaced = syncval.parse(r.stdout)
+    errors = re.findall(r"^Validation Error: \[ ([\w-]+) \]", r.stdout, re.M)
+    return r, dispatches, unplaced, errors
+
+
+def op_of(node):
+    """'RMS_NORM+MUL+ROPE norm-0' -> 'RMS_NORM+MUL+ROPE': the ggml ops,
+    without the per-layer tensor name."""
+    return node.split(" ", 1)[0]
+
+
+def classify(h):
+    """'open-ended' when every overlap the trace shows involves a binding
+    that runs to the end of its buffer (ggml binds fused operands from the
+    tensor's offset to the end), 'bounded' when two bounded ranges
+    overlap, 'unknown' when the trace cannot place the hazard."""
+    if not h["prior"] or not h["current_ranges"]:
+        return "unknown"
+    pairs = [(c, p) for c in h["current_ranges"] for p in h["prior_ranges"] if c.overlaps(p)]
+    if not pairs:
+        return "unknown"
+    return "open-ended" if all(c.open_ended or p.open_ended for c, p in pairs) else "bounded"
+
+
+def patterns(dispatches):
+    """Hazards grouped by what they are about, with one example each."""
+    groups = collections.OrderedDict()
+    for d in dispatches:
+        for h in d.hazards:
+            prior = h["prior"]
+            key = (h["kind"], "between command buffers" if h["at_submit"] else "within one command buffer",
+                   op_of(d.node()), d.pipeline, h["binding"],
+                   op_of(prior.node()) if prior else h["prior_label"],
+                   prior.pipeline if prior else None, classify(h))
+            g = groups.setdefault(key, {"count": 0, "example": h})
+            g["count"] += 1
+    return groups
+
+
+def scenario_proof(chroot, prefix, conf, driver):
+    """Hazards the layer reports on our own client: two dispatches writing
+    one buffer with nothing between them, and the same with a barrier."""
+    exe = os.path.join(prefix, "bin", "mesa-fork-scenarios")
+    out = {}
+    for scenario in ("dispatches", "barrier"):
+        r, _, _, errors = run(chroot, prefix, conf, driver, [exe, "--count", "2", scenario])
+        if r.returncode != 0:
+            die("bench sync: mesa-fork-scenarios %s failed on %s:\n%s"
+                % (scenario, driver, r.stderr[-2000:]))
+        out[scenario] = sum(e.startswith("SYNC-HAZARD") for e in errors)
+    return out
+
+
+def bench_sync(work, prefix, conf):
+    chroot = bench.Chroot(work, bench.tool.os_codename())
+    chroot.ensure()
+    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+    results = {}
+    with chroot.mounted():
+        tiny, _ = bench.ensure_models(chroot, work)
+        proof = {}
+        for drv in DRIVERS:
+            with step("syncval on mesa-fork-scenarios, %s shim" % drv):
+                proof[drv] = scenario_proof(chroot, prefix, conf, drv)
+        for drv in DRIVERS:
+            for name, args in WORKLOADS:
+                with step("llama-bench %s on the %s shim under synchronization validation"
+                          % (name, drv)):
+                    results[(drv, name)] = run(chroot, prefix, conf, drv,
+                                               ["llama-bench", "-m", tiny, "-r", "1"] + args)
+    report(proof, results)
+    return proof, results
+
+
+def report(proof, results):
+    print()
+    print("Khronos validation layer (Debian sid), VK_LAYER_VALIDATE_SYNC=1 with")
+    print("VK_LAYER_SYNCVAL_SHADER_ACCESSES_HEURISTIC=1; the fork's defaults on each shim.")
+    print()
+    print("The layer sees a missing dependency (mesa-fork-scenarios, 2 dispatches):")
+    print("%-10s %28s %30s" % ("shim", "write, write: hazards", "write, barrier, write: hazards"))
+    for drv, p in proof.items():
+        print("%-10s %28d %30d" % (drv, p["dispatches"], p["barrier"]))
+    print()
+    print("llama.cpp (llama-bench, random qwen3; decode -n 4, prefill -p 64):")
+    print("%-10s %-8s %6s %10s %9s %13s %10s %8s" % (
+        "shim", "run", "exit", "dispatches", "hazards", "other errors", "open-ended",
+        "bounded"))
+    for (drv, name), (r, ds, unplaced, errors) in results.items():
+        pats = patterns(ds)
+        cls = collections.Counter()
+        for key, g in pats.items():  # the class is the key's last field
+            cls[key[-1]] += g["count"]
+        other = [e for e in errors if not e.startswith("SYNC-HAZARD")]
+        print("%-10s %-8s %6d %10d %9d %13d %10d %8d" % (
+            drv, name, r.returncode, len(ds), sum(len(d.hazards) for d in ds), len(other),
+            cls["open-ended"], cls["bounded"] + cls["unknown"]))
+        if unplaced:
+            print("  %d hazard message(s) came before any dispatch of the trace" % len(unplaced))
+        for e, n in collections.Counter(other).items():
+            print("  other validation error: %s x%d" % (e, n))
+        if r.returncode != 0:
+            print("  llama-bench exited with %d; stderr ends: %s"
+                  % (r.returncode, r.stderr.strip().splitlines()[-1:] or ""))
+    print()
+    print("Hazard patterns (all runs): kind, current op/pipeline/binding <- prior op/pipeline")
+    seen = collections.OrderedDict()
+    for (drv, name), (_, ds, _, _) in results.items():
+        for key, g in patterns(ds).items():
+            s = seen.setdefault(key, {"count": 0, "runs": [], "example": g["example"]})
+            s["count"] += g["count"]
+            s["runs"].append("%s/%s" % (drv, name))
+    for key, s in seen.items():
+        kind, where, op, pipe, binding, prior_op, prior_pipe, cls = key
+        h = s["example"]
+        print("%s %s [%s] binding %s <- %s [%s]" % (kind, op, pipe, binding, prior_op,
+                                                    prior_pipe))
+        print("    %s, %s; %d hazard(s) in %s" % (
+            cls, where, s["count"], ", ".join(sorted(set(s["runs"])))))
+        # ggml's element-wise ops put their element count in the first
+        # push constant word; other ops put other things there.
+        print("    e.g. buffer %#x: current %s (push constant word 0: %d); prior's overlapping "
+              "bindings %s (word 0: %s)" % (
+                  h["current_ranges"][0].buffer if h["current_ranges"] else 0,
+                  ", ".join(b.text() for b in h["current_ranges"]) or "?",
+                  h["current"].count,
+                  ", ".join(b.text() for b in h["prior_ranges"]) or "?",
+                  h["prior"].count if h["prior"] else "?"))

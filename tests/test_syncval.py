@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT
+"""`bench sync`'s evidence chain: VK_LAYER_MESAFORK_synctrace records what a
+real client does (descriptor ranges, dispatches, barriers), and the parser
+places each validation message on the dispatch that produced it, finds the
+prior dispatch it names and tells open-ended overlaps from bounded ones."""
+
+import json
+import os
+import unittest
+
+import forklib
+from forklib import run
+from mesafork import benchsync, syncval
+
+LAYER_DIR = os.path.join(forklib.PREFIX, "share", "vulkan", "explicit_layer.d")
+
+
+def trace(scenario, count, driver="asahi", **extra):
+    env = forklib.shim_env(driver, VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace",
+                           VK_LAYER_PATH=LAYER_DIR, MESA_FORK_SYNCTRACE="stdout", **extra)
+    r = run([forklib.bin_path("mesa-fork-scenarios"), "--count", str(count), scenario],
+            env=env)
+    events = [json.loads(line) for line in r.stdout.splitlines() if line.startswith('{"ev":')]
+    return r, events
+
+
+class SynctraceLayer(unittest.TestCase):
+    """The layer on our scenario client, over the fork's driver on a shim."""
+
+    def test_records_every_dispatch_and_barrier(self):
+        for scenario, barriers in (("dispatches", 0), ("chain", 4)):
+            r, events = trace(scenario, 5)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            kinds = [e["ev"] for e in events]
+            self.assertEqual(kinds.count("dispatch"), 5, scenario)
+            self.assertEqual(kinds.count("barrier"), barriers, scenario)
+
+    def test_descriptor_range_is_the_buffer_the_client_bound(self):
+        r, events = trace("dispatches", 2)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sizes = {e["buffer"]: e["size"] for e in events if e["ev"] == "buffer"}
+        writes = [e for e in events if e["ev"] == "write"]
+        self.assertTrue(writes)
+        for w in writes:
+            self.assertIn(w["buffer"], sizes)
+            end = sizes[w["buffer"]] if w["range"] == syncval.WHOLE_SIZE \
+                else w["offset"] + w["range"]
+            self.assertLessEqual(end, sizes[w["buffer"]])
+        ds, unplaced = syncval.parse(r.stdout)
+        self.assertEqual(len(ds), 2)
+        self.assertEqual(unplaced, [])
+        # Both dispatches see the set the client bound, with its range.
+        for d in ds:
+            self.assertTrue(d.bindings, "no descriptor reached the dispatch")
+
+    def test_without_a_file_it_warns_and_traces_nothing(self):
+        env = forklib.shim_env("asahi", VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace",
+                               VK_LAYER_PATH=LAYER_DIR)
+        r = run([forklib.bin_path("mesa-fork-scenarios"), "dispatches"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("MESA_FORK_SYNCTRACE is not set", r.stderr)
+        self.assertNotIn('{"ev":', r.stdout)
+
+
+def ev(**kw):
+    return json.dumps(kw) + "\n"
+
+
+# A recording as the layer prints it: one set layout with three bindings of
+# one descriptor, written in one call of three elements (so they continue
+# into bindings 1 and 2, as ggml writes them), then two dispatches and the
+# hazard message the validation layer prints during the second.
+def stream(prior_range, current_binding=1, label_prior="submit 0::ADD x-0::add (1,1,1)"):
+    s = ev(ev="buffer", buffer=7, size=0x1000)
+    s += ev(ev="layout_binding", layout=3, binding=0, count=1)
+    s += ev(ev="layout_binding", layout=3, binding=1, count=1)
+    s += ev(ev="layout_binding", layout=3, binding=2, count=1)
+    for st in (10, 11):
+        s += ev(ev="set_layout", set=st, layout=3)
+    s += ev(ev="name", type=19, handle=20, name="add")
+    s += ev(ev="name", type=19, handle=21, name="mul")
+    # Prior: reads [0, 0x100) and [0x100, 0x200), writes binding 2.
+    for el, (off, rng) in enumerate(((0, 0x100), (0x100, 0x100), prior_range)):
+        s += ev(ev="write", set=10, binding=0, element=el, type=7, buffer=7, offset=off,
+                range=rng)
+    for el, (off, rng) in enumerate(((0x800, 0x100), (0x900, 0x100), (0xa00, 0x100))):
+        s += ev(ev="write", set=11, binding=0, element=el, type=7, buffer=7, offset=off,
+                range=rng)
+    s += ev(ev="begin", cb=1)
+    s += ev(ev="label", cb=1, name="submit 0")
+    s += ev(ev="label", cb=1, name="ADD x-0")
+    s += ev(ev="label", cb=1, name="add (1,1,1)")
+    s += ev(ev="pipeline", cb=1, pipeline=20)
+    s += ev(ev="sets", cb=1, index=0, set=10, dynamic=0)
+    s += ev(ev="push", cb=1, offset=0, data="40000000")
+    s += ev(ev="dispatch", cb=1, groups=[1, 1, 1])
+    s += ev(ev="end_label", cb=1)
+    s += ev(ev="end_label", cb=1)
+    s += ev(ev="label", cb=1, name="MUL y-0")
+    s += ev(ev="label", cb=1, name="mul (1,1,1)")
+    s += ev(ev="pipeline", cb=1, pipeline=21)
+    s += ev(ev="sets", cb=1, index=0, set=11, dynamic=0)
+    s += ev(ev="dispatch", cb=1, groups=[1, 1, 1])
+    s += ("Validation Error: [ SYNC-HAZARD-READ-AFTER-WRITE ] | MessageID = 0xe4d96472\n"
+          "vkCmdDispatch(): READ_AFTER_WRITE hazard detected. Shader stage "
+          "VK_SHADER_STAGE_COMPUTE_BIT reads VkBuffer 0x7, which was previously written by "
+          "another vkCmdDispatch[%s] command. \nThe buffer is referenced by descriptor "
+          "binding %d (VK_DESCRIPTOR_TYPE_STORAGE_BUFFER) from descriptor set 0 "
+          "(VkDescriptorSet 0xb), VkPipeline 0x15[mul].\n\n" % (label_prior, current_binding))
+    return s
+
+
+class Parser(unittest.TestCase):
+    def test_hazard_lands_on_its_dispatch_with_the_named_prior(self):
+        ds, unplaced = syncval.parse(stream((0x200, syncval.WHOLE_SIZE)))
+        self.assertEqual(unplaced, [])
+        self.assertEqual([len(d.hazards) for d in ds], [0, 1])
+        h = ds[1].hazards[0]
+        self.assertIs(h["prior"], ds[0])
+        self.assertEqual(ds[0].node(), "ADD x-0")
+        self.assertEqual(ds[0].count, 0x40)
+        self.assertEqual(h["kind"], "READ-AFTER-WRITE")
+
+    def test_a_write_past_a_binding_continues_into_the_next(self):
+        ds, _ = syncval.parse(stream((0x200, 0x100)))
+        ranges = {k[1]: (b.offset, b.end) for k, b in ds[1].bindings.items()}
+        self.assertEqual(ranges, {0: (0x800, 0x900), 1: (0x900, 0xa00), 2: (0xa00, 0xb00)})
+        self.assertEqual([(b.offset, b.end) for b in ds[1].hazards[0]["current_ranges"]],
+                         [(0x900, 0xa00)])
+
+    def test_open_ended_overlap(self):
+        # VK_WHOLE_SIZE and an explicit range to the buffer's end are both
+        # "to the end"; the current range overlaps only that tail.
+        for rng in (syncval.WHOLE_SIZE, 0x1000 - 0x200):
+            ds, _ = syncval.parse(stream((0x200, rng)))
+            h = ds[1].hazards[0]
+            self.assertEqual([(b.offset, b.end) for b in h["prior_ranges"]], [(0x200, 0x1000)])
+            self.assertEqual(benchsync.classify(h), "open-ended")
+
+    def test_bounded_overlap_is_not_called_an_artefact(self):
+        ds, _ = syncval.parse(stream((0x880, 0x100)))
+        h = ds[1].hazards[0]
+        self.assertEqual(benchsync.classify(h), "bounded")
+
+    def test_unmatched_prior_is_unknown(self):
+        ds, _ = syncval.parse(stream((0x200, syncval.WHOLE_SIZE),
+                                     label_prior="submit 0::SCALE z-0::scale (1,1,1)"))
+        h = ds[1].hazards[0]
+        self.assertIsNone(h["prior"])
+        self.assertEqual(benchsync.classify(h), "unknown")
+
+    def test_message_before_any_dispatch_is_kept(self):
+        text = stream((0x200, 0x100)).split("Validation Error", 1)
+        ds, unplaced = syncval.parse("Validation Error" + text[1] + text[0])
+        self.assertEqual(len(unplaced), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
