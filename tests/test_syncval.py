@@ -157,3 +157,21 @@ class Parser(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AnvAllocationPairing(unittest.TestCase):
+    """bench anv: each allocation takes the buffer created during its call,
+    and a mapping belongs to the buffer that held the handle then."""
+
+    def test_handle_reuse_and_internal_buffers(self):
+        lines = [ev(ioctl="GEM_CREATE_EXT", handle=1, size=8192, pat_index=3),   # ANV's own
+                 ev(ioctl="GEM_CREATE_EXT", handle=2, size=4096, pat_index=3),
+                 ev(ev="alloc", size=100, type=3, result=0),
+                 ev(ioctl="GEM_MMAP_OFFSET", handle=2, flags=2, mode="wb"),
+                 ev(ioctl="GEM_CLOSE", handle=2),
+                 ev(ioctl="GEM_CREATE_EXT", handle=2, size=65536, pat_index=1),
+                 ev(ev="alloc", size=65536, type=0, result=0),
+                 ev(ioctl="GEM_MMAP_OFFSET", handle=2, flags=4, mode="wc")]
+        got = [(a["type"], c["pat_index"], c["size"], mode)
+               for a, c, mode in benchsync.pair_allocations("".join(lines).splitlines())]
+        self.assertEqual(got, [(3, 3, 4096, "wb"), (0, 1, 65536, "wc")])

@@ -165,3 +165,94 @@ def report(proof, results):
                   h["current"].count,
                   ", ".join(b.text() for b in h["prior_ranges"]) or "?",
                   h["prior"].count if h["prior"] else "?"))
+
+
+def memtype_flags(prefix, conf, knob):
+    """index -> flags of the intel shim's memory types, as
+    mesa-fork-memtypes prints them."""
+    import json
+    import subprocess
+    from .install import fork_env
+    env = fork_env(prefix, conf, shim="intel")
+    env["ANV_CACHED_COHERENT"] = knob
+    r = subprocess.run([os.path.join(prefix, "bin", "mesa-fork-memtypes")], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    facts = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    if r.returncode != 0 or not facts:
+        die("bench anv: mesa-fork-memtypes failed: %s" % r.stderr[-1000:])
+    return {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
+
+
+def pair_allocations(lines):
+    """Each vkAllocateMemory with the kernel buffer ANV made for it. The
+    shim's log and our layer's events share stdout, both flushed per line,
+    so the buffer is the last GEM_CREATE before the allocation's event; its
+    CPU mapping is the GEM_MMAP_OFFSET of that handle. Returns
+    [(alloc event, create line or None, mmap mode)]."""
+    import json
+    events = [json.loads(l) for l in lines if l.startswith("{")]
+    # Handles are reused once closed: a mapping belongs to the buffer that
+    # holds the handle when it is made.
+    holder, out, create = {}, [], None
+    for e in events:
+        if e.get("ioctl") == "GEM_CREATE_EXT":
+            create = dict(e, mode="-")
+            holder[e["handle"]] = create
+        elif e.get("ioctl") == "GEM_MMAP_OFFSET" and e["handle"] in holder:
+            holder[e["handle"]]["mode"] = e["mode"]
+        elif e.get("ev") == "alloc":
+            out.append((e, create))
+            create = None
+    return [(a, c, c["mode"] if c else "-") for a, c in out]
+
+
+def bench_anv(work, prefix, conf, platform="arl"):
+    """Which memory types and PAT indices llama.cpp's buffers land on, on
+    the intel shim, stock (ANV_CACHED_COHERENT=0) vs fork."""
+    import json
+    import tempfile
+    chroot = bench.Chroot(work, bench.tool.os_codename())
+    chroot.ensure()
+    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+    rows = {}
+    with chroot.mounted():
+        tiny, _ = bench.ensure_models(chroot, work)
+        for label, knob in (("stock", "0"), ("fork", "1")):
+            if True:
+                env = bench.chroot_shim_env(prefix, conf, "intel", INTEL_STUB_GPU_PLATFORM=platform,
+                                            INTEL_STUB_GPU_LOG="/dev/stdout",
+                                            ANV_CACHED_COHERENT=knob,
+                                            MESA_FORK_SYNCTRACE="stdout",
+                                            VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace")
+                env["VK_LAYER_PATH"] = os.path.join(prefix, "share", "vulkan",
+                                                    "explicit_layer.d")
+                with step("llama-bench decode on the intel shim (%s), %s" % (platform, label)):
+                    r = chroot.run_in(["llama-bench", "-m", tiny, "-p", "0", "-n", "4", "-r",
+                                       "1"], env=env, capture=True)
+                if r.returncode != 0:
+                    die("bench anv: llama-bench failed:\n" + r.stderr[-2000:])
+            rows[label] = (pair_allocations(r.stdout.splitlines()),
+                           memtype_flags(prefix, conf, knob))
+    print()
+    print("llama.cpp's allocations on ANV (intel drm-shim, %s): memory type, the PAT index"
+          % platform)
+    print("ANV asks the kernel for, and the CPU mapping; stock = ANV_CACHED_COHERENT=0")
+    print("(ggml allocates its weights, KV cache and compute buffers, then host-visible")
+    print("staging; order as ggml allocates)")
+    print("%-10s | %-44s | %-44s" % ("bytes", "stock: type flags / PAT / map",
+                                     "fork: type flags / PAT / map"))
+    (s_rows, s_types), (f_rows, f_types) = rows["stock"], rows["fork"]
+
+    def cell(row, types):
+        a, c, mode = row
+        flags = short(types.get(a["type"], "?"))
+        return "%d %s / %s / %s" % (a["type"], flags, c["pat_index"] if c else "?", mode)
+
+    for s, f in zip(s_rows, f_rows):
+        print("%-10d | %-44s | %-44s" % (s[0]["size"], cell(s, s_types), cell(f, f_types)))
+    return rows
+
+
+def short(flags):
+    from .measure import short_flags
+    return short_flags(flags)

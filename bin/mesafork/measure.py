@@ -57,6 +57,9 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False):
     if driver == "sync":
         from .benchsync import bench_sync
         bench_sync(fork.work, prefix, fork.conf)
+    elif driver == "anv":
+        from .benchsync import bench_anv
+        bench_anv(fork.work, prefix, fork.conf)
     elif driver == "hk":
         measurements.bench_hk(fork.work, prefix, fork.conf, tokens=tuple(tokens))
     else:

@@ -12,7 +12,7 @@
  *   MESA_FORK_SYNCTRACE=/path/to/trace.jsonl, or "stdout": there every
  *   event precedes the validation messages its call produced.
  *
- * Events ("ev"): buffer (handle, size), name (object type, handle, name),
+ * Events ("ev"): buffer (handle, size), alloc (size, memory type), name (object type, handle, name),
  * layout_binding and set_layout (binding sizes of each set), write
  * (descriptor set, binding, array element, buffer, offset, range), copy
  * (descriptor set copy), begin (command buffer), pipeline, sets
@@ -51,6 +51,7 @@ struct device_entry {
    dispatch_key key;
    PFN_vkGetDeviceProcAddr gdpa;
    PFN_vkCreateBuffer CreateBuffer;
+   PFN_vkAllocateMemory AllocateMemory;
    PFN_vkUpdateDescriptorSets UpdateDescriptorSets;
    PFN_vkCreateDescriptorSetLayout CreateDescriptorSetLayout;
    PFN_vkAllocateDescriptorSets AllocateDescriptorSets;
@@ -137,6 +138,18 @@ CreateBuffer(VkDevice device, const VkBufferCreateInfo *info, const VkAllocation
    VkResult r = device_of(device)->CreateBuffer(device, info, alloc, buffer);
    if (r == VK_SUCCESS)
       emit("buffer", "\"buffer\":%" PRIu64 ",\"size\":%" PRIu64, H(*buffer), info->size);
+   return r;
+}
+
+/* Which memory type each allocation took (ANV's PAT per type is in the
+ * intel drm-shim's log). */
+static VKAPI_ATTR VkResult VKAPI_CALL
+AllocateMemory(VkDevice device, const VkMemoryAllocateInfo *info,
+               const VkAllocationCallbacks *alloc, VkDeviceMemory *memory)
+{
+   VkResult r = device_of(device)->AllocateMemory(device, info, alloc, memory);
+   emit("alloc", "\"size\":%" PRIu64 ",\"type\":%u,\"result\":%d", info->allocationSize,
+        info->memoryTypeIndex, r);
    return r;
 }
 
@@ -388,6 +401,7 @@ CreateDevice(VkPhysicalDevice pdev, const VkDeviceCreateInfo *info,
    struct device_entry d = {.key = key_of(*device), .gdpa = gdpa};
 #define GET(name) d.name = (PFN_vk##name)gdpa(*device, "vk" #name)
    GET(CreateBuffer);
+   GET(AllocateMemory);
    GET(UpdateDescriptorSets);
    GET(CreateDescriptorSetLayout);
    GET(AllocateDescriptorSets);
@@ -429,6 +443,7 @@ static const struct {
 } traced[] = {
 #define ENTRY(n) {"vk" #n, (PFN_vkVoidFunction)n, offsetof(struct device_entry, n)}
    ENTRY(CreateBuffer),
+   ENTRY(AllocateMemory),
    ENTRY(UpdateDescriptorSets),
    ENTRY(CreateDescriptorSetLayout),
    ENTRY(AllocateDescriptorSets),
