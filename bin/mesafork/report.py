@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork report`: what the fork does on the user's machine, as one
+Markdown file to paste into a bug report. It runs every check and probe we
+ship against each fork device the machine has, and llama.cpp's own tests and
+a short benchmark with each knob off and on when llama.cpp is installed.
+
+Without the GPU (here, in CI) it runs the same steps on the drm-shims in a
+dry mode whose every heading says so: nothing executes on a GPU there, so
+no figure in a dry report is a hardware measurement."""
+
+import datetime
+import os
+import platform
+import re
+import shutil
+import subprocess
+
+from .config import driver_info_tag
+from .install import fork_env, list_devices
+from .proc import die, rel
+
+DRIVERS = {"asahi": "Honeykrisp", "panfrost": "panvk", "intel": "ANV"}
+# The knobs whose stock and fork values the llama.cpp runs compare.
+KNOBS = {"asahi": {"HK_LAZY_BARRIER": "0", "HK_MERGE_STREAMS": "0"},
+         "panfrost": {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"},
+         "intel": {"ANV_CACHED_COHERENT": "0"}}
+# ggml ops llama.cpp's decode uses; test-backend-ops runs these.
+LLAMA_OPS = "ADD,MUL,RMS_NORM,ROPE,SOFT_MAX,GLU,SET_ROWS,GET_ROWS,CPY,SCALE"
+
+
+def sh(cmd, env=None, timeout=600):
+    """(exit code, stdout, stderr); a missing program or a timeout is an
+    exit code of its own, never an exception."""
+    try:
+        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+    except FileNotFoundError:
+        return 127, "", "%s: not found" % cmd[0]
+    except subprocess.TimeoutExpired as e:
+        return 124, e.stdout or "", "timed out after %ds" % timeout
+
+
+def machine():
+    rows = [("kernel", " ".join(platform.uname()[i] for i in (0, 2, 3, 4)))]
+    text = ""
+    if os.path.exists("/etc/os-release"):
+        with open("/etc/os-release") as f:
+            text = f.read()
+    pretty = re.search(r'^PRETTY_NAME="?([^"\n]*)', text, re.M)
+    rows.append(("system", pretty.group(1) if pretty else "unknown"))
+    cpu = "unknown"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^(model name|Model|Hardware)\s*:\s*(.+)$", f.read(), re.M)
+            cpu = m.group(2) if m else cpu
+    rows.append(("CPU", cpu))
+    return rows
+
+
+def block(text, limit=60):
+    lines = (text or "").rstrip().splitlines()
+    if len(lines) > limit:
+        lines = lines[:limit // 2] + ["[... %d lines ...]" % (len(lines) - limit)] + \
+            lines[-limit // 2:]
+    return ["```", *lines, "```"]
+
+
+def probe_cmd(prefix, drv):
+    exe = lambda name: os.path.join(prefix, "bin", name)  # noqa: E731
+    if drv == "asahi":
+        return "dispatch timing, stock vs lazy vs fork", [exe("mesa-fork-dispatch-probe")]
+    if drv == "intel":
+        return "readback and coherency per memory type", [exe("mesa-fork-readback-probe")]
+    return "command buffers in flight with scratch memory", \
+        [exe("mesa-fork-inflight"), "--submit", "--cmdbufs", "8", "tls"]
+
+
+def llama_tools(llama_bin):
+    """Paths of test-backend-ops and llama-bench, from --llama-bin, PATH or
+    Debian's llama.cpp-tests directory; None for each one not found."""
+    dirs = [llama_bin] if llama_bin else os.environ.get("PATH", "").split(":") + \
+        ["/usr/libexec/%s-linux-gnu/llama.cpp-tests" % platform.machine()]
+    found = {}
+    for tool in ("test-backend-ops", "llama-bench"):
+        found[tool] = next((os.path.join(d, tool) for d in dirs
+                            if d and os.access(os.path.join(d, tool), os.X_OK)), None)
+    return found
+
+
+def tps(stdout):
+    """Tokens per second of a llama-bench -o json run, or None."""
+    import json
+    try:
+        rows = json.loads(stdout)
+        return rows[0]["avg_ts"] if rows else None
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def backend_ops_counts(text):
+    """(cases run, not supported) of a test-backend-ops test run."""
+    run = len(re.findall(r"\b(?:OK|FAIL)\b", re.sub(r"\x1b\[[0-9;]*m", "", text))) \
+        if text else 0
+    unsupported = len(re.findall(r"not supported", text or ""))
+    return run, unsupported
+
+
+def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False):
+    """Run every check and probe on this machine's fork devices; write a Markdown report."""
+    prefix = fork.prefix(prefix)
+    if not os.path.exists(os.path.join(prefix, "bin", "mesa-fork-vkcheck")):
+        die("report: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
+    if model and not os.path.isfile(model):
+        die("report: --model %s: no such file" % model)
+    # Real devices first; a machine without any runs on the shims, labelled.
+    envs = {}
+    if not dry:
+        for drv in DRIVERS:
+            env = fork_env(prefix, fork.conf, base=dict(os.environ))
+            env["VK_DRIVER_FILES"] = os.path.join(prefix, "share", "vulkan", "icd.d",
+                                                  "mesa_fork_%s_icd.json" % drv)
+            devs, _ = list_devices(prefix, env)
+            if devs:
+                envs[drv] = (env, devs)
+    dry = dry or not envs
+    if dry:
+        for drv in DRIVERS:
+            env = fork_env(prefix, fork.conf, shim=drv, base=dict(os.environ))
+            envs[drv] = (env, list_devices(prefix, env)[0])
+    tools = llama_tools(llama_bin)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    out = os.path.abspath(output or "mesa-fork-report-%s.md" % now.strftime("%Y%m%d-%H%M%S"))
+
+    md = ["# mesa-fork report", ""]
+    if dry:
+        md += ["**DRY RUN on drm-shim: no GPU was found, so every step ran on the fork's "
+               "drm-shims, where nothing executes on a GPU. No figure below is a hardware "
+               "measurement; this report only shows that the steps run.**", ""]
+    md += ["| | |", "|---|---|", "| fork | %s |" % driver_info_tag(fork.conf),
+           "| date | %s |" % now.strftime("%Y-%m-%d %H:%M UTC"),
+           "| mode | %s |" % ("dry run on drm-shim" if dry else "hardware")]
+    md += ["| %s | %s |" % kv for kv in machine()]
+    md += ["| llama.cpp | %s |" % (", ".join(p for p in tools.values() if p) or
+                                   "not found (pass --llama-bin DIR)"), ""]
+    ratios = []
+    for drv, (env, devs) in envs.items():
+        md += ["## %s%s" % (DRIVERS[drv], " (dry run on drm-shim)" if dry else ""), ""]
+        if not devs:
+            md += ["No device: the fork's %s driver did not load." % DRIVERS[drv], ""]
+            continue
+        for d in devs:
+            md += ["- device: %s, driver %s, driverInfo `%s`, apiVersion %s" % (
+                d.get("name"), d.get("driver"), d.get("info"), d.get("api"))]
+        md.append("")
+        rc, so, se = sh([os.path.join(prefix, "bin", "mesa-fork-vkcheck"), "--verify"], env)
+        verdict = "passed" if rc == 0 else "FAILED (exit %d)" % rc
+        if dry and rc != 0:
+            # A shim executes nothing: the data check must fail there.
+            verdict += ", as it must on a drm-shim, which executes nothing"
+        md += ["### mesa-fork-vkcheck --verify: %s" % verdict, ""] + block(so + se, 30) + [""]
+        what, cmd = probe_cmd(prefix, drv)
+        rc, so, se = sh(cmd, env)
+        md += ["### %s: %s (exit %d)" % (os.path.basename(cmd[0]), what, rc), ""] + \
+            block(so + se) + [""]
+        md += llama_section(drv, env, tools, model, ratios)
+    md += ["## Stock/fork ratios", ""]
+    if ratios:
+        md += ["| driver | measurement | stock | fork | fork/stock |", "|---|---|---|---|---|"]
+        md += ["| %s | %s | %.2f | %.2f | %.3f |" % r for r in ratios]
+    else:
+        md += ["None: llama.cpp's llama-bench and a model (--model) are needed."]
+    if dry:
+        md += ["", "(dry run: these numbers come from a drm-shim and mean nothing)"]
+    with open(out, "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("report: wrote %s%s" % (rel(out), " (dry run on drm-shim)" if dry else ""))
+    return 0
+
+
+def llama_section(drv, env, tools, model, ratios):
+    md = []
+    stock = dict(env, **KNOBS[drv])
+    ops = tools.get("test-backend-ops")
+    knobs = " ".join("%s=%s" % kv for kv in KNOBS[drv].items())
+    if not ops:
+        md += ["### llama.cpp test-backend-ops: not run (not installed)", ""]
+    else:
+        md += ["### llama.cpp test-backend-ops -o %s" % LLAMA_OPS, "",
+               "| setting | exit | cases run | not supported | failed |", "|---|---|---|---|---|"]
+        for label, e in (("stock (%s)" % knobs, stock), ("fork", env)):
+            rc, so, se = sh([ops, "test", "-b", "Vulkan0", "-o", LLAMA_OPS], e, timeout=1800)
+            run, unsupported = backend_ops_counts(so + se)
+            failed = len(re.findall(r"\bFAIL\b", re.sub(r"\x1b\[[0-9;]*m", "", so)))
+            md.append("| %s | %d | %d | %d | %d |" % (label, rc, run, unsupported, failed))
+        md.append("")
+    bench = tools.get("llama-bench")
+    if not bench or not model:
+        md += ["### llama-bench: not run (%s)" % ("no --model" if bench else "not installed"),
+               ""]
+        return md
+    md += ["### llama-bench -p 64 -n 16 -r 3", "", "| setting | pp t/s | tg t/s |",
+           "|---|---|---|"]
+    got = {}
+    for label, e in (("stock", stock), ("fork", env)):
+        row = []
+        for args in (["-p", "64", "-n", "0"], ["-p", "0", "-n", "16"]):
+            rc, so, _ = sh([bench, "-m", model, "-r", "3", "-o", "json"] + args, e,
+                           timeout=1800)
+            row.append(tps(so) if rc == 0 else None)
+        got[label] = row
+        md.append("| %s | %s | %s |" % (label, *("%.2f" % v if v else "failed" for v in row)))
+    md.append("")
+    for i, what in enumerate(("prompt processing t/s", "token generation t/s")):
+        s, f = got["stock"][i], got["fork"][i]
+        if s and f:
+            ratios.append((DRIVERS[drv], what, s, f, f / s))
+    return md

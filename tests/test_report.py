@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork report` on this machine, which has no GPU: the dry mode on the
+drm-shims, its labels and its structure; and, with stand-ins for llama.cpp's
+programs, that each knob is turned off for the stock runs and the ratio is
+fork over stock."""
+
+import os
+import re
+import stat
+import tempfile
+import textwrap
+import unittest
+
+import forklib
+from forklib import run
+
+# Stand-ins: llama-bench reports 10 t/s when a stock knob is set and 12
+# otherwise; test-backend-ops reports two cases and one unsupported op.
+FAKE_BENCH = textwrap.dedent("""\
+    #!/bin/sh
+    if [ "$HK_LAZY_BARRIER" = 0 ] || [ "$PANVK_SHARED_TLS" = 0 ] || \\
+       [ "$ANV_CACHED_COHERENT" = 0 ]; then ts=10; else ts=12; fi
+    echo "[{\\"avg_ts\\": $ts}]"
+    """)
+FAKE_OPS = textwrap.dedent("""\
+    #!/bin/sh
+    echo "  ADD(type=f32,ne=[4,1,1,1]): OK"
+    echo "  MUL(type=f32,ne=[4,1,1,1]): FAIL"
+    echo "  ROPE(type=f16): not supported [Vulkan0]"
+    """)
+
+
+def make_report(*args):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.md")
+        r = run([forklib.CLI, "report", "--output", out] + list(args), timeout=600)
+        text = open(out).read() if os.path.exists(out) else ""
+    return r, text
+
+
+class DryReport(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.r, cls.text = make_report()
+
+    def test_written_and_labelled_dry(self):
+        self.assertEqual(self.r.returncode, 0, self.r.stderr)
+        self.assertIn("(dry run on drm-shim)", self.r.stdout)
+        self.assertTrue(self.text.startswith("# mesa-fork report\n\n**DRY RUN on drm-shim"))
+        self.assertIn("| mode | dry run on drm-shim |", self.text)
+        self.assertIn("| fork | %s |" % forklib.fork_tag()[1:-1], self.text)
+        for row in ("kernel", "system", "CPU", "date", "llama.cpp"):
+            self.assertRegex(self.text, r"\n\| %s \| \S" % re.escape(row))
+
+    def test_one_section_per_driver_with_its_device_and_probe(self):
+        sections = re.split(r"\n## ", self.text)[1:]
+        heads = [s.split("\n", 1)[0] for s in sections]
+        self.assertEqual(heads, ["Honeykrisp (dry run on drm-shim)", "panvk (dry run on drm-shim)",
+                                 "ANV (dry run on drm-shim)", "Stock/fork ratios"])
+        probes = ("mesa-fork-dispatch-probe", "mesa-fork-inflight", "mesa-fork-readback-probe")
+        for body, probe in zip(sections, probes):
+            self.assertIn("driverInfo `Mesa 25.0.7", body)
+            self.assertIn(forklib.fork_tag(), body)
+            # A shim executes nothing, so the data check fails, and says why.
+            self.assertIn("### mesa-fork-vkcheck --verify: FAILED (exit 4), as it must on a "
+                          "drm-shim", body)
+            self.assertIn("### %s: " % probe, body)
+            self.assertRegex(body, r"### %s: .* \(exit 0\)" % probe)
+
+    def test_no_ratio_without_llama(self):
+        ratios = self.text.split("\n## Stock/fork ratios\n", 1)[1]
+        self.assertIn("None: llama.cpp's llama-bench and a model (--model) are needed.", ratios)
+        self.assertIn("(dry run: these numbers come from a drm-shim and mean nothing)", ratios)
+
+
+class ReportWithLlama(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        for name, body in (("llama-bench", FAKE_BENCH), ("test-backend-ops", FAKE_OPS)):
+            path = os.path.join(cls.tmp.name, name)
+            with open(path, "w") as f:
+                f.write(body)
+            os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        model = os.path.join(cls.tmp.name, "m.gguf")
+        open(model, "w").close()
+        cls.r, cls.text = make_report("--llama-bin", cls.tmp.name, "--model", model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_ratio_is_fork_over_stock_per_driver(self):
+        self.assertEqual(self.r.returncode, 0, self.r.stderr)
+        for drv in ("Honeykrisp", "panvk", "ANV"):
+            for what in ("prompt processing t/s", "token generation t/s"):
+                self.assertIn("| %s | %s | 10.00 | 12.00 | 1.200 |" % (drv, what), self.text)
+
+    def test_backend_ops_counted_stock_and_fork(self):
+        self.assertIn("| stock (HK_LAZY_BARRIER=0 HK_MERGE_STREAMS=0) | 0 | 2 | 1 | 1 |",
+                      self.text)
+        self.assertIn("| stock (ANV_CACHED_COHERENT=0) | 0 | 2 | 1 | 1 |", self.text)
+        self.assertEqual(self.text.count("| fork | 0 | 2 | 1 | 1 |"), 3)
+
+    def test_missing_model_is_a_clear_error(self):
+        r, _ = make_report("--model", "/nonexistent.gguf")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--model /nonexistent.gguf: no such file", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
