@@ -25,8 +25,11 @@ FAKE_BENCH = textwrap.dedent("""\
 FAKE_OPS = textwrap.dedent("""\
     #!/bin/sh
     echo "  ADD(type=f32,ne=[4,1,1,1]): OK"
-    echo "  MUL(type=f32,ne=[4,1,1,1]): FAIL"
-    echo "  ROPE(type=f16): not supported [Vulkan0]"
+    echo "[MUL] ERR = 0.5 > 0.0000001   MUL(type=f32,ne=[4,1,1,1]): FAIL"
+    echo "  ROPE(type=f16): not supported [Vulkan0] "
+    echo "  Failing tests:"
+    echo "    MUL(type=f32,ne=[4,1,1,1])"
+    echo "  Backend Vulkan0: FAIL"
     """)
 
 

@@ -48,7 +48,7 @@ def memtypes(fork, platforms, prefix=None):
                                                 choice["gpu-allocator"]))
 
 
-def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False):
+def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     from . import bench as measurements
     prefix = fork.prefix(prefix)
@@ -57,6 +57,9 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False):
     if driver == "sync":
         from .benchsync import bench_sync
         bench_sync(fork.work, prefix, fork.conf)
+    elif driver == "ops":
+        from .benchsync import bench_ops
+        bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
     elif driver == "anv":
         from .benchsync import bench_anv
         bench_anv(fork.work, prefix, fork.conf)

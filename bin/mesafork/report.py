@@ -15,17 +15,12 @@ import re
 import shutil
 import subprocess
 
+from .benchsync import BACKEND_OPS as LLAMA_OPS, STOCK_KNOBS as KNOBS
 from .config import driver_info_tag
 from .install import fork_env, list_devices
 from .proc import die, rel
 
 DRIVERS = {"asahi": "Honeykrisp", "panfrost": "panvk", "intel": "ANV"}
-# The knobs whose stock and fork values the llama.cpp runs compare.
-KNOBS = {"asahi": {"HK_LAZY_BARRIER": "0", "HK_MERGE_STREAMS": "0"},
-         "panfrost": {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"},
-         "intel": {"ANV_CACHED_COHERENT": "0"}}
-# ggml ops llama.cpp's decode uses; test-backend-ops runs these.
-LLAMA_OPS = "ADD,MUL,RMS_NORM,ROPE,SOFT_MAX,GLU,SET_ROWS,GET_ROWS,CPY,SCALE"
 
 
 def sh(cmd, env=None, timeout=600):
@@ -98,12 +93,25 @@ def tps(stdout):
         return None
 
 
+CASE_RE = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)\(.*\): (OK|FAIL|not supported)")
+
+
 def backend_ops_counts(text):
-    """(cases run, not supported) of a test-backend-ops test run."""
-    run = len(re.findall(r"\b(?:OK|FAIL)\b", re.sub(r"\x1b\[[0-9;]*m", "", text))) \
-        if text else 0
-    unsupported = len(re.findall(r"not supported", text or ""))
-    return run, unsupported
+    """What a test-backend-ops test run did: cases it ran on the backend
+    (each result line, OK or FAIL), cases the backend does not support,
+    failed cases, and the ops it ran at least one case of."""
+    counts = {"run": 0, "unsupported": 0, "failed": 0, "ops": set()}
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", text or "").splitlines():
+        m = CASE_RE.search(line)
+        if not m:
+            continue
+        if m.group(2) == "not supported":
+            counts["unsupported"] += 1
+            continue
+        counts["run"] += 1
+        counts["failed"] += m.group(2) == "FAIL"
+        counts["ops"].add(m.group(1))
+    return counts
 
 
 def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False):
@@ -190,9 +198,9 @@ def llama_section(drv, env, tools, model, ratios):
                "| setting | exit | cases run | not supported | failed |", "|---|---|---|---|---|"]
         for label, e in (("stock (%s)" % knobs, stock), ("fork", env)):
             rc, so, se = sh([ops, "test", "-b", "Vulkan0", "-o", LLAMA_OPS], e, timeout=1800)
-            run, unsupported = backend_ops_counts(so + se)
-            failed = len(re.findall(r"\bFAIL\b", re.sub(r"\x1b\[[0-9;]*m", "", so)))
-            md.append("| %s | %d | %d | %d | %d |" % (label, rc, run, unsupported, failed))
+            c = backend_ops_counts(so)
+            md.append("| %s | %d | %d | %d | %d |" % (label, rc, c["run"], c["unsupported"],
+                                                       c["failed"]))
         md.append("")
     bench = tools.get("llama-bench")
     if not bench or not model:
