@@ -14,12 +14,17 @@ import unittest
 import forklib
 from forklib import run
 
-# Stand-ins: llama-bench reports 10 t/s when a stock knob is set and 12
-# otherwise; test-backend-ops reports two cases and one unsupported op.
+# Stand-ins: llama-bench reports 10 t/s when every knob of one driver is
+# off (its stock), 11 when only some are, and 12 otherwise;
+# test-backend-ops reports two cases and one unsupported op.
 FAKE_BENCH = textwrap.dedent("""\
     #!/bin/sh
-    if [ "$HK_LAZY_BARRIER" = 0 ] || [ "$PANVK_SHARED_TLS" = 0 ] || \\
-       [ "$ANV_CACHED_COHERENT" = 0 ]; then ts=10; else ts=12; fi
+    ts=12
+    [ "$HK_LAZY_BARRIER$HK_MERGE_STREAMS$PANVK_SHARED_TLS$PANVK_WLS_REUSE$ANV_CACHED_COHERENT" \\
+      != "" ] && ts=11
+    if [ "$HK_LAZY_BARRIER$HK_MERGE_STREAMS" = 00 ] || \\
+       [ "$PANVK_SHARED_TLS$PANVK_WLS_REUSE" = 00 ] || \\
+       [ "$ANV_CACHED_COHERENT" = 0 ]; then ts=10; fi
     echo "[{\\"avg_ts\\": $ts}]"
     """)
 FAKE_OPS = textwrap.dedent("""\
@@ -33,10 +38,10 @@ FAKE_OPS = textwrap.dedent("""\
     """)
 
 
-def make_report(*args):
+def make_report(*args, env=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.md")
-        r = run([forklib.CLI, "report", "--output", out] + list(args), timeout=600)
+        r = run([forklib.CLI, "report", "--output", out] + list(args), env=env, timeout=600)
         text = open(out).read() if os.path.exists(out) else ""
     return r, text
 
@@ -58,8 +63,14 @@ class DryReport(unittest.TestCase):
     def test_one_section_per_driver_with_its_device_and_probe(self):
         sections = re.split(r"\n## ", self.text)[1:]
         heads = [s.split("\n", 1)[0] for s in sections]
+        # No GPU here: first why, per driver, then the dry run on each shim.
+        self.assertEqual(heads[0], "Fork drivers without a device here")
+        for drv in ("Honeykrisp", "panvk", "ANV"):
+            self.assertIn("\n- %s: no device" % drv, sections[0])
+        sections = sections[1:]
+        heads = heads[1:]
         self.assertEqual(heads, ["Honeykrisp (dry run on drm-shim)", "panvk (dry run on drm-shim)",
-                                 "ANV (dry run on drm-shim)", "Stock/fork ratios"])
+                                 "ANV (dry run on drm-shim)", "Fork/stock ratios"])
         probes = ("mesa-fork-dispatch-probe", "mesa-fork-inflight", "mesa-fork-readback-probe")
         for body, probe in zip(sections, probes):
             self.assertIn("driverInfo `Mesa 25.0.7", body)
@@ -71,7 +82,7 @@ class DryReport(unittest.TestCase):
             self.assertRegex(body, r"### %s: .* \(exit 0\)" % probe)
 
     def test_no_ratio_without_llama(self):
-        ratios = self.text.split("\n## Stock/fork ratios\n", 1)[1]
+        ratios = self.text.split("\n## Fork/stock ratios\n", 1)[1]
         self.assertIn("None: llama.cpp's llama-bench and a model (--model) are needed.", ratios)
         self.assertIn("(dry run: these numbers come from a drm-shim and mean nothing)", ratios)
 
@@ -87,7 +98,10 @@ class ReportWithLlama(unittest.TestCase):
             os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
         model = os.path.join(cls.tmp.name, "m.gguf")
         open(model, "w").close()
-        cls.r, cls.text = make_report("--llama-bin", cls.tmp.name, "--model", model)
+        # The user's own knobs must not leak into either setting.
+        env = dict(os.environ, HK_LAZY_BARRIER="0", ANV_CACHED_COHERENT="0",
+                   PANVK_WLS_REUSE="0")
+        cls.r, cls.text = make_report("--llama-bin", cls.tmp.name, "--model", model, env=env)
 
     @classmethod
     def tearDownClass(cls):
@@ -104,6 +118,12 @@ class ReportWithLlama(unittest.TestCase):
                       self.text)
         self.assertIn("| stock (ANV_CACHED_COHERENT=0) | 0 | 2 | 1 | 1 |", self.text)
         self.assertEqual(self.text.count("| fork | 0 | 2 | 1 | 1 |"), 3)
+
+    def test_a_hanging_program_is_killed_and_reported(self):
+        from mesafork.report import sh
+        rc, out, err = sh(["sh", "-c", "echo partial; sleep 30 & wait"], timeout=1)
+        self.assertEqual((rc, out), (124, "partial\n"))
+        self.assertIn("killed after 1 s", err)
 
     def test_missing_model_is_a_clear_error(self):
         r, _ = make_report("--model", "/nonexistent.gguf")

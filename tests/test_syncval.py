@@ -135,12 +135,12 @@ class Parser(unittest.TestCase):
             ds, _ = syncval.parse(stream((0x200, rng)))
             h = ds[1].hazards[0]
             self.assertEqual([(b.offset, b.end) for b in h["prior_ranges"]], [(0x200, 0x1000)])
-            self.assertEqual(benchsync.classify(h), "open-ended")
+            self.assertEqual(benchsync.classify(h), "open-ended (unresolved)")
 
     def test_bounded_overlap_is_not_called_an_artefact(self):
         ds, _ = syncval.parse(stream((0x880, 0x100)))
         h = ds[1].hazards[0]
-        self.assertEqual(benchsync.classify(h), "bounded")
+        self.assertEqual(benchsync.classify(h), "bounded overlap")
 
     def test_unmatched_prior_is_unknown(self):
         ds, _ = syncval.parse(stream((0x200, syncval.WHOLE_SIZE),
@@ -155,8 +155,64 @@ class Parser(unittest.TestCase):
         self.assertEqual(len(unplaced), 1)
 
 
-if __name__ == "__main__":
-    unittest.main()
+    def test_mixed_open_and_bounded_overlaps_are_bounded(self):
+        # The current range meets the prior's open-ended write at 0x200
+        # and its bounded read [0x900, 0xa00): one bounded pair is enough.
+        text = stream((0x200, syncval.WHOLE_SIZE)).replace(
+            '"offset": 256, "range": 256}', '"offset": 2304, "range": 256}', 1)
+        ds, _ = syncval.parse(text)
+        h = ds[1].hazards[0]
+        self.assertEqual(sorted((b.offset, b.end) for b in h["prior_ranges"]),
+                         [(0x200, 0x1000), (0x900, 0xa00)])
+        self.assertEqual(benchsync.classify(h), "bounded overlap")
+
+    def test_known_writes_decide_disjointness(self):
+        # A matrix multiply whose result, N (word 1) x stride_d (word 5,
+        # 0x100) f32 from 0x200, ends at 0x600 with N = 1: the current
+        # [0x900, 0xa00) is disjoint; with N = 2 it ends at 0xa00 and meets it.
+        for n, want in ((1, "disjoint (checked)"), (2, "open-ended (unresolved)")):
+            text = stream((0x200, syncval.WHOLE_SIZE)).replace(
+                '"name": "add"', '"name": "matmul_f32_f32_aligned_0"').replace(
+                '"data": "40000000"', '"data": "%s"' % "".join(
+                    v.to_bytes(4, "little").hex() for v in (0x40, n, 8, 8, 8, 0x100)))
+            ds, _ = syncval.parse(text.replace("add (1,1,1)", "matmul_f32_f32_aligned_0 (1,1,1)"))
+            self.assertEqual(benchsync.classify(ds[1].hazards[0]), want, n)
+
+    def test_hazard_found_at_submit_is_placed_by_label_and_command_buffer(self):
+        # The validation layer's own wording (sid 1.4.363): the current
+        # dispatch is in command buffer 0x2, the prior in 0x1.
+        text = stream((0x200, syncval.WHOLE_SIZE)).split("Validation Error", 1)[0]
+        text += ev(ev="begin", cb=2)
+        text += ev(ev="label", cb=2, name="submit 1")
+        text += ev(ev="label", cb=2, name="MUL y-0")
+        text += ev(ev="label", cb=2, name="mul (1,1,1)")
+        text += ev(ev="pipeline", cb=2, pipeline=21)
+        text += ev(ev="sets", cb=2, index=0, set=11, dynamic=0)
+        text += ev(ev="dispatch", cb=2, groups=[1, 1, 1])
+        text += ev(ev="begin", cb=3)   # recorded later, not the one submitted
+        text += ("Validation Error: [ SYNC-HAZARD-READ-AFTER-WRITE ] | MessageID = 0xe4d96472\n"
+                 "vkQueueSubmit(): pSubmits[0].pCommandBuffers[0] READ_AFTER_WRITE hazard "
+                 "detected. Shader stage VK_SHADER_STAGE_COMPUTE_BIT in vkCmdDispatch[submit 1::"
+                 "MUL y-0::mul (1,1,1)] (from VkCommandBuffer 0x2 submitted on the current "
+                 "VkQueue 0x9) reads VkBuffer 0x7, which was previously written by another "
+                 "vkCmdDispatch[submit 0::ADD x-0::add (1,1,1)] command (from VkCommandBuffer "
+                 "0x1 submitted on VkQueue 0x9). \nThe buffer is referenced by descriptor "
+                 "binding 1 (VK_DESCRIPTOR_TYPE_STORAGE_BUFFER) from descriptor set 0 "
+                 "(VkDescriptorSet 0xb), VkPipeline 0x15[mul].\n\n")
+        ds, unplaced = syncval.parse(text)
+        self.assertEqual(unplaced, [])
+        self.assertEqual([(d.cb, len(d.hazards)) for d in ds], [(1, 0), (1, 0), (2, 1)])
+        h = ds[2].hazards[0]
+        self.assertTrue(h["at_submit"])
+        self.assertIs(h["prior"], ds[0])
+        self.assertEqual(benchsync.classify(h), "open-ended (unresolved)")
+
+    def test_hazard_of_another_command_is_not_pinned_on_a_dispatch(self):
+        text = stream((0x200, 0x100)).replace("vkCmdDispatch(): READ_AFTER_WRITE",
+                                              "vkCmdCopyBuffer(): READ_AFTER_WRITE")
+        ds, unplaced = syncval.parse(text)
+        self.assertEqual([len(d.hazards) for d in ds], [0, 0])
+        self.assertEqual([f for f, _ in unplaced], ["vkCmdCopyBuffer"])
 
 
 class AnvAllocationPairing(unittest.TestCase):
@@ -175,3 +231,7 @@ class AnvAllocationPairing(unittest.TestCase):
         got = [(a["type"], c["pat_index"], c["size"], mode)
                for a, c, mode in benchsync.pair_allocations("".join(lines).splitlines())]
         self.assertEqual(got, [(3, 3, 4096, "wb"), (0, 1, 65536, "wc")])
+
+
+if __name__ == "__main__":
+    unittest.main()

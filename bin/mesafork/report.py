@@ -25,15 +25,32 @@ DRIVERS = {"asahi": "Honeykrisp", "panfrost": "panvk", "intel": "ANV"}
 
 def sh(cmd, env=None, timeout=600):
     """(exit code, stdout, stderr); a missing program or a timeout is an
-    exit code of its own, never an exception."""
+    exit code of its own (127, 124), never an exception. A program that
+    hangs (a GPU hang is what the report may meet) is killed with its whole
+    process group."""
     try:
-        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=timeout)
-        return r.returncode, r.stdout, r.stderr
-    except FileNotFoundError:
-        return 127, "", "%s: not found" % cmd[0]
-    except subprocess.TimeoutExpired as e:
-        return 124, e.stdout or "", "timed out after %ds" % timeout
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    except OSError as e:
+        return 127, "", "%s: %s" % (cmd[0], e.strerror)
+    try:
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        out, err = p.communicate()
+        rc = 124
+        err += b"\n(killed after %d s)" % timeout
+    return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+# Variables that would change what a run measures; the report sets its own.
+FORK_VARS = ("HK_", "PANVK_", "ANV_", "ASAHI_SHIM", "PAN_SHIM", "PAN_GPU_ID", "INTEL_STUB",
+             "VK_", "GGML_VK_", "LD_PRELOAD")
+
+
+def clean_environ():
+    return {k: v for k, v in os.environ.items() if not k.startswith(FORK_VARS)}
 
 
 def machine():
@@ -50,6 +67,9 @@ def machine():
             m = re.search(r"^(model name|Model|Hardware)\s*:\s*(.+)$", f.read(), re.M)
             cpu = m.group(2) if m else cpu
     rows.append(("CPU", cpu))
+    if os.path.exists("/proc/device-tree/model"):       # Apple and Arm boards
+        with open("/proc/device-tree/model", "rb") as f:
+            rows.append(("model", f.read().rstrip(b"\0").decode(errors="replace")))
     return rows
 
 
@@ -121,20 +141,25 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         die("report: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
     if model and not os.path.isfile(model):
         die("report: --model %s: no such file" % model)
-    # Real devices first; a machine without any runs on the shims, labelled.
-    envs = {}
+    # Real devices first: only those whose driverInfo names the fork. A
+    # machine without any runs on the shims, labelled, and says why.
+    tag = driver_info_tag(fork.conf)
+    envs, missing = {}, {}
     if not dry:
         for drv in DRIVERS:
-            env = fork_env(prefix, fork.conf, base=dict(os.environ))
+            env = fork_env(prefix, fork.conf, base=clean_environ())
             env["VK_DRIVER_FILES"] = os.path.join(prefix, "share", "vulkan", "icd.d",
                                                   "mesa_fork_%s_icd.json" % drv)
-            devs, _ = list_devices(prefix, env)
+            devs, r = list_devices(prefix, env)
+            devs = [d for d in devs if tag in d.get("info", "")]
             if devs:
                 envs[drv] = (env, devs)
+            else:
+                missing[drv] = (r.stderr or "").strip()
     dry = dry or not envs
     if dry:
         for drv in DRIVERS:
-            env = fork_env(prefix, fork.conf, shim=drv, base=dict(os.environ))
+            env = fork_env(prefix, fork.conf, shim=drv, base=clean_environ())
             envs[drv] = (env, list_devices(prefix, env)[0])
     tools = llama_tools(llama_bin)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -151,6 +176,14 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
     md += ["| %s | %s |" % kv for kv in machine()]
     md += ["| llama.cpp | %s |" % (", ".join(p for p in tools.values() if p) or
                                    "not found (pass --llama-bin DIR)"), ""]
+    if missing:
+        md += ["## Fork drivers without a device here", ""]
+        for drv, err in missing.items():
+            md += ["- %s: %s" % (DRIVERS[drv], "no device" if not err else "no device; "
+                                 "`mesa-fork-vkcheck --list` said:")]
+            if err:
+                md += [""] + ["  " + l for l in block(err, 12)] + [""]
+        md.append("")
     ratios = []
     for drv, (env, devs) in envs.items():
         md += ["## %s%s" % (DRIVERS[drv], " (dry run on drm-shim)" if dry else ""), ""]
@@ -172,7 +205,7 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         md += ["### %s: %s (exit %d)" % (os.path.basename(cmd[0]), what, rc), ""] + \
             block(so + se) + [""]
         md += llama_section(drv, env, tools, model, ratios)
-    md += ["## Stock/fork ratios", ""]
+    md += ["## Fork/stock ratios", ""]
     if ratios:
         md += ["| driver | measurement | stock | fork | fork/stock |", "|---|---|---|---|---|"]
         md += ["| %s | %s | %.2f | %.2f | %.3f |" % r for r in ratios]
@@ -207,17 +240,25 @@ def llama_section(drv, env, tools, model, ratios):
         md += ["### llama-bench: not run (%s)" % ("no --model" if bench else "not installed"),
                ""]
         return md
-    md += ["### llama-bench -p 64 -n 16 -r 3", "", "| setting | pp t/s | tg t/s |",
+    md += ["### llama-bench -p 64 and -n 16, -r 3; stock, fork, fork, stock (means)", "",
+           "| setting | pp t/s | tg t/s |",
            "|---|---|---|"]
-    got = {}
-    for label, e in (("stock", stock), ("fork", env)):
+    # Stock, fork, fork, stock: a machine that heats up (a fanless Mac) slows
+    # the later runs, and the order spreads that over both settings.
+    runs = {"stock": [], "fork": []}
+    for label in ("stock", "fork", "fork", "stock"):
         row = []
         for args in (["-p", "64", "-n", "0"], ["-p", "0", "-n", "16"]):
-            rc, so, _ = sh([bench, "-m", model, "-r", "3", "-o", "json"] + args, e,
-                           timeout=1800)
+            rc, so, _ = sh([bench, "-m", model, "-r", "3", "-o", "json"] + args,
+                           stock if label == "stock" else env, timeout=1800)
             row.append(tps(so) if rc == 0 else None)
-        got[label] = row
-        md.append("| %s | %s | %s |" % (label, *("%.2f" % v if v else "failed" for v in row)))
+        runs[label].append(row)
+    got = {}
+    for label, rows in runs.items():
+        got[label] = [sum(r[i] for r in rows) / len(rows) if all(r[i] for r in rows) else None
+                      for i in range(2)]
+        md.append("| %s | %s | %s |" % (label, *("%.2f" % v if v else "failed"
+                                                 for v in got[label])))
     md.append("")
     for i, what in enumerate(("prompt processing t/s", "token generation t/s")):
         s, f = got["stock"][i], got["fork"][i]

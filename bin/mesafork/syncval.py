@@ -15,8 +15,13 @@ import re
 WHOLE_SIZE = (1 << 64) - 1
 
 HAZARD_RE = re.compile(r"\[ (SYNC-HAZARD-[A-Z-]+) \]")
-CURRENT_RE = re.compile(r"^vkQueueSubmit\(\):.*? in vkCmdDispatch\[(.*?)\] \(from", re.M)
-PRIOR_RE = re.compile(r"previously (?:written|read) by another (vk\w+)(?:\[(.*?)\])? command")
+FUNC_RE = re.compile(r"^(vk\w+)\(\):", re.M)
+# At vkQueueSubmit both sides are named by label and command buffer.
+CURRENT_RE = re.compile(r"hazard detected\..*? in (vk\w+)\[(.*?)\] "
+                        r"\(from VkCommandBuffer (0x[0-9a-f]+)")
+PRIOR_RE = re.compile(r"previously (?:written|read|accessed) by (?:another )?(vk\w+)"
+                      r"(?:\[(.*?)\])?(?: command)?(?: \(from VkCommandBuffer (0x[0-9a-f]+))?")
+DISPATCHES = ("vkCmdDispatch", "vkCmdDispatchBase", "vkCmdDispatchIndirect")
 BINDING_RE = re.compile(r"descriptor binding (\d+)")
 SET_RE = re.compile(r"\(VkDescriptorSet (0x[0-9a-f]+)")
 BUFFER_RE = re.compile(r"\bVkBuffer (0x[0-9a-f]+)")
@@ -66,8 +71,9 @@ class Dispatch:
 
 def parse(stdout):
     """Replays the trace; returns the dispatches, each with the hazards
-    the validation layer reported on it, and the messages it could not
-    place (which the caller must report, not drop)."""
+    the validation layer reported on it, and (command, message) of the
+    hazards it could not place on a traced dispatch (the caller must
+    report them, not drop them)."""
     buffers, names, sets = {}, {}, {}
     layouts, set_layout = {}, {}
     cbs = {}
@@ -125,8 +131,9 @@ def parse(stdout):
                             bindings[(index, b, el)] = Binding(buf, off, rng, buffers.get(buf))
                     pipe = names.get(c["pipeline"], "pipeline %#x" % (c["pipeline"] or 0))
                     d = Dispatch(e["cb"], c["n"], c["segment"], list(c["labels"]), pipe,
-                                 bindings, e["groups"])
-                    d.count = int.from_bytes(c["push"][:4], "little")
+                                 bindings, e.get("groups"))
+                    d.push = bytes(c["push"])
+                    d.count = int.from_bytes(d.push[:4], "little")
                     c["n"] += 1
                     c["dispatches"].append(d)
                     dispatches.append(d)
@@ -135,17 +142,26 @@ def parse(stdout):
             m = HAZARD_RE.search(block)
             if not m:
                 continue
-            # A hazard between command buffers is found at vkQueueSubmit,
-            # which names both dispatches by their labels; one inside a
-            # command buffer comes during the vkCmdDispatch it is about.
-            cur_m = CURRENT_RE.search(block)
-            current, earlier = last, cbs[last.cb]["dispatches"] if last else []
-            if cur_m:
-                current = next((d for d in reversed(dispatches) if d.label() == cur_m.group(1)),
-                               None)
-                earlier = dispatches
+            # A hazard inside a command buffer comes during the call it is
+            # about; one between command buffers is found at vkQueueSubmit,
+            # which names both dispatches by label and command buffer.
+            func = FUNC_RE.search(block)
+            func = func.group(1) if func else "?"
+            current, earlier = None, []
+            if func.startswith("vkQueueSubmit"):
+                cur_m = CURRENT_RE.search(block)
+                if cur_m and cur_m.group(1) in DISPATCHES:
+                    cb = int(cur_m.group(3), 16)
+                    mine = cbs.get(cb, {}).get("dispatches", [])
+                    current = next((d for d in reversed(mine) if d.label() == cur_m.group(2)),
+                                   None)
+                    prior_cb = PRIOR_RE.search(block)
+                    if prior_cb and prior_cb.group(3):
+                        earlier = cbs.get(int(prior_cb.group(3), 16), {}).get("dispatches", [])
+            elif func in DISPATCHES and last:
+                current, earlier = last, cbs[last.cb]["dispatches"]
             if not current:
-                unplaced.append(block)
+                unplaced.append((func, block))
                 continue
             current.hazards.append(hazard(block, m.group(1), current, earlier))
     return dispatches, unplaced
@@ -171,7 +187,7 @@ def hazard(text, kind, current, recording):
     prior_m = PRIOR_RE.search(text)
     binding = BINDING_RE.search(text)
     h = {"kind": kind.replace("SYNC-HAZARD-", ""), "current": current,
-         "at_submit": text.startswith("Validation Error") and "vkQueueSubmit():" in text,
+         "at_submit": bool(re.search(r"^vkQueueSubmit\w*\(\):", text, re.M)),
          "binding": int(binding.group(1)) if binding else None,
          "prior_command": prior_m.group(1) if prior_m else None,
          "prior_label": prior_m.group(2) if prior_m else None,
