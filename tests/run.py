@@ -7,7 +7,9 @@ Three kinds of test are counted one by one:
      tests our series adds, through `meson test` in the Mesa build;
   2. the drm-shim tests registered in our top-level meson.build;
   3. the Python end-to-end tests in tests/test_*.py.
-A test that could not run is a failure, never a skip.
+A test that could not run is a failure, never a skip, except one that
+needs what another verb makes and skips through forklib.skip_optional (the
+build chroot of `mesa-fork deb`): it is listed as skipped, never passed.
 """
 
 import argparse
@@ -29,6 +31,11 @@ class Tally:
     def __init__(self):
         self.passed = 0
         self.failed = []
+        self.skipped = []
+
+    def skip(self, name, reason):
+        self.skipped.append((name, reason))
+        print("SKIP %s: %s" % (name, reason), flush=True)
 
     def add(self, name, ok, detail=""):
         if ok:
@@ -94,6 +101,9 @@ def python_tests(tally, pattern):
             self.addFailure(test, err)
 
         def addSkip(self, test, reason):
+            if reason.startswith(forklib.OPTIONAL_SKIP):
+                tally.skip(test.id(), reason[len(forklib.OPTIONAL_SKIP):])
+                return
             tally.add(test.id(), False, "skipped tests count as failures: " + reason)
 
         def addExpectedFailure(self, test, err):
@@ -128,6 +138,10 @@ def main():
         print("\nFailed:")
         for name, detail in tally.failed:
             print("  %s" % name)
+    if tally.skipped:
+        print("\nSkipped (not run, not counted as passed):")
+        for name, reason in tally.skipped:
+            print("  %s: %s" % (name, reason))
     print("test: took %s" % fmt_time(time.monotonic() - t0))
     print("%d passed, %d failed" % (tally.passed, len(tally.failed)))
     return 1 if tally.failed or tally.passed == 0 else 0

@@ -4,6 +4,7 @@ dpkg-source unpacks with Debian's series and ours applied."""
 
 import glob
 import os
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -61,9 +62,16 @@ class DebianSourcePackage(unittest.TestCase):
     def test_rules_and_changelog(self):
         with open(os.path.join(self.tree, "debian", "rules")) as f:
             rules = f.read()
-        c = forklib.config()["fork"]
-        self.assertIn('-Dvulkan-driver-info="%s %s, Debian $(DEB_VERSION)"'
-                      % (c["name"], c["release"]), rules)
+        # The package names the fork once, then its Debian base: the same
+        # driverInfo as the prefix build, not the package version, which
+        # would say "+mesafork1" again.
+        c = forklib.config()
+        tag = "%s %s, Debian %s" % (c["fork"]["name"], c["fork"]["release"],
+                                    c["base"]["version"])
+        self.assertIn('\t-Dvulkan-driver-info="%s" \\\n' % tag, rules)
+        self.assertEqual(forklib.fork_tag(), "(%s)" % tag)
+        self.assertEqual(tag.count(c["base"]["version"]), 1)
+        self.assertNotIn("mesafork", tag)
         archs = forklib.config()["debsrc"]["asahi_architectures"]
         self.assertIn("    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
                       "\tVULKAN_DRIVERS += asahi\n" % archs, rules)
@@ -73,6 +81,106 @@ class DebianSourcePackage(unittest.TestCase):
         # The packager and the time of SOURCE_DATE_EPOCH, not the patches' author.
         trailers = [l for l in entry if l.startswith(" -- ")]
         self.assertEqual(trailers, [" -- %s  Tue, 02 Dec 2025 00:00:00 +0000" % self.MAINTAINER])
+
+    def control(self, name="control"):
+        """(source stanza, {package: stanza}) of debian/<name>, each stanza
+        a dict of its fields with continuation lines kept."""
+        with open(os.path.join(self.tree, "debian", name)) as f:
+            stanzas = [st for st in f.read().split("\n\n") if st.strip()]
+        parsed = []
+        for st in stanzas:
+            fields, key = {}, None
+            for line in st.splitlines():
+                if line.startswith((" ", "\t")) and key:
+                    fields[key] += "\n" + line
+                elif ":" in line and not line.startswith("#"):
+                    key, v = line.split(":", 1)
+                    fields[key] = v.strip()
+            parsed.append(fields)
+        return parsed[0], {p["Package"]: p for p in parsed[1:] if "Package" in p}
+
+    def test_profile_builds_only_the_vulkan_drivers_and_shims(self):
+        profile = forklib.config()["debsrc"]["profile"]
+        for name in ("control", "control.in"):
+            _, pkgs = self.control(name)
+            built = sorted(p for p, f in pkgs.items()
+                           if "!%s" % profile not in f.get("Build-Profiles", ""))
+            self.assertEqual(built, ["mesa-drm-shim", "mesa-vulkan-drivers"], name)
+            # Debian's own profile stays; ours joins it (both must hold).
+            self.assertEqual(pkgs["mesa-va-drivers"]["Build-Profiles"],
+                             "<!pkg.mesa.nolibva !%s>" % profile)
+            # Without the profile, every package is built as before.
+            self.assertEqual(len(pkgs), 22, sorted(pkgs))
+
+    def test_profile_build_dependencies(self):
+        profile = forklib.config()["debsrc"]["profile"]
+        libc = forklib.config()["debsrc"]["asahi_linux_libc_dev"]
+        deps = {}
+        for name in ("control", "control.in"):
+            src, _ = self.control(name)
+            deps[name] = [d.strip() for d in src["Build-Depends"].split(",") if d.strip()]
+            skipped = {d.split()[0] for d in deps[name] if "!%s" % profile in d}
+            for pkg in ("rustc", "bindgen", "libva-dev", "libvdpau-dev",
+                        "directx-headers-dev", "libglvnd-core-dev"):
+                self.assertIn(pkg, skipped, name)
+            # What the three drivers need stays for both builds.
+            for pkg in ("libdrm-dev", "libvulkan-dev", "libclc-19-dev" if name == "control"
+                        else "libclc-@LLVM_VERSION@-dev", "glslang-tools", "meson"):
+                self.assertNotIn(pkg, skipped, name)
+            # <drm/asahi_drm.h>: wherever Honeykrisp is built.
+            self.assertIn("linux-libc-dev (>= %s) <%s>" % (libc, profile), deps[name])
+            self.assertIn("linux-libc-dev (>= %s) [arm64] <!%s>" % (libc, profile), deps[name])
+        # debian/rules clean regenerates control from control.in.
+        self.assertEqual(len(deps["control"]), len(deps["control.in"]))
+
+    def make_var(self, var, profiles):
+        """A variable of debian/rules as make evaluates it with the given
+        DEB_BUILD_PROFILES (on this machine's architecture)."""
+        r = subprocess.run(["make", "-s", "-f", "debian/rules", "--eval",
+                            "print-%: ; @echo $($*)", "print-" + var,
+                            "DEB_BUILD_PROFILES=" + profiles],
+                           cwd=self.tree, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.split()
+
+    def test_profile_meson_options(self):
+        c = forklib.config()
+        profile = c["debsrc"]["profile"]
+        drivers = c["debsrc"]["profile_vulkan_drivers"].split()
+        on = self.make_var("confflags", profile)
+        self.assertIn("-Dvulkan-drivers=[%s]" % ",".join("'%s'" % d for d in drivers), on)
+        self.assertIn("-Dgallium-drivers=[]", on)
+        for opt in ("-Dopengl=false", "-Dglx=disabled", "-Degl=disabled", "-Dgbm=disabled",
+                    "-Dglvnd=disabled", "-Dgallium-rusticl=false", "-Dosmesa=false"):
+            self.assertIn(opt, on)
+        # Meson takes the last value: each GL option the profile turns off
+        # comes after Debian's.
+        self.assertGreater(on.index("-Dglvnd=disabled"), on.index("-Dglvnd=enabled"))
+        self.assertIn("-Dvideo-codecs=all", on)
+        off = self.make_var("confflags", "")
+        self.assertNotIn("-Dopengl=false", off)
+        self.assertNotIn("-Dgallium-drivers=[]", off)
+        self.assertIn("-Dvideo-codecs=all", off)
+
+    def test_dpkg_checkbuilddeps_in_the_build_chroot(self):
+        """The profile's build-dependencies are what the build chroot of
+        `mesa-fork deb` holds, and the full build needs more."""
+        c = forklib.config()
+        root = os.path.join(forklib.WORK, "chroot", "%s-build" % c["deb"]["suite"])
+        if not os.path.exists(os.path.join(root, ".mesa-fork-ready")):
+            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork deb' makes it" % root)
+        if os.geteuid() != 0:
+            forklib.skip_optional("chroot needs root")
+        profile = c["debsrc"]["profile"]
+        with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
+            shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
+            inside = os.path.join("/tmp", os.path.basename(tmp), "control")
+            on = run(["chroot", root, "dpkg-checkbuilddeps", "-P", profile, inside])
+            off = run(["chroot", root, "dpkg-checkbuilddeps", inside])
+        self.assertEqual(on.returncode, 0, on.stdout + on.stderr)
+        self.assertNotEqual(off.returncode, 0)
+        self.assertIn("unmet build dependencies", off.stderr)
+        self.assertIn("rustc", off.stderr)
 
     def test_refuses_without_a_changelog_author(self):
         with tempfile.TemporaryDirectory() as out:

@@ -11,27 +11,155 @@ import shutil
 import tempfile
 
 from . import series, sources
-from .config import debian_version, fork_release
+from .config import debian_version, driver_info_tag
 from .proc import die, rel, run, step
 
 
-def patch_debian_rules(path, tag, asahi_archs):
-    """Name the build in driverInfo and build Honeykrisp on asahi_archs,
-    inside the block where Debian builds the other Arm Vulkan drivers."""
+# Build-dependencies a build with the profile does not need: the gallium,
+# video, OpenCL (rusticl), NVK, Direct3D, Teflon and GLX parts.
+PROFILE_SKIPS_BUILD_DEPS = (
+    "directx-headers-dev", "flatbuffers-compiler", "libflatbuffers-dev",
+    "libxtensor-dev", "libsensors-dev", "libva-dev", "libvdpau-dev",
+    "libglvnd-core-dev", "libxxf86vm-dev", "libxcb-glx0-dev", "python3-pycparser",
+    "rustc", "rustfmt", "bindgen", "cbindgen", "librust-paste-dev", "librust-syn-dev")
+
+# Binary packages a build with the profile makes; it skips all others.
+PROFILE_PACKAGES = ("mesa-vulkan-drivers", "mesa-drm-shim")
+
+
+def _replace_once(text, old, new, what):
+    if old not in text:
+        die("debsrc: debian/rules has no %s to change" % what)
+    return text.replace(old, new, 1)
+
+
+def profile_rules(profile, drivers):
+    """The debian/rules block that makes the profile build only `drivers`
+    and Mesa's Vulkan layers and drm-shims: no OpenGL, EGL, GBM, gallium
+    driver, VA-API, VDPAU, XA, Nine, OpenCL or Teflon."""
+    return (
+        "# mesa-fork: with the build profile %(p)s, only the Vulkan drivers\n"
+        "# the fork changes (%(d)s, on every architecture), Mesa's Vulkan\n"
+        "# layers and the drm-shims are built: mesa-vulkan-drivers and\n"
+        "# mesa-drm-shim. Build without the profile for the whole of Mesa.\n"
+        "ifneq (,$(filter %(p)s,$(DEB_BUILD_PROFILES)))\n"
+        "  GALLIUM_DRIVERS =\n"
+        "  VULKAN_DRIVERS = %(d)s\n"
+        "  confflags_GALLIUM := $(filter -Dllvm=%% -Dintel-clc=%% -Dvideo-codecs=%%,\\\n"
+        "\t$(confflags_GALLIUM))\n"
+        "  confflags_DIRECT_RENDERING =\n"
+        "  confflags_GBM = -Dgbm=disabled\n"
+        "  confflags_OSMESA = -Dosmesa=false\n"
+        "  confflags_TEFLON = -Dteflon=false\n"
+        "  # Later -D options win in meson: these override the GL ones below.\n"
+        "  confflags_PROFILE = -Dopengl=false -Dglx=disabled -Degl=disabled \\\n"
+        "\t-Dgles1=disabled -Dgles2=disabled -Dglvnd=disabled \\\n"
+        "\t-Dgallium-va=disabled -Dgallium-vdpau=disabled -Dgallium-xa=disabled \\\n"
+        "\t-Dgallium-nine=false -Dgallium-opencl=disabled -Dgallium-rusticl=false\n"
+        "  ifneq (,$(filter nocheck,$(DEB_BUILD_OPTIONS)))\n"
+        "    confflags_PROFILE += -Dbuild-tests=false\n"
+        "  endif\n"
+        "endif\n\n" % {"p": profile, "d": " ".join(drivers)})
+
+
+def profile_overrides(profile):
+    """dh overrides for the profile: Debian's own move and delete files of
+    packages the profile does not build."""
+    return (
+        "ifneq (,$(filter %s,$(DEB_BUILD_PROFILES)))\n"
+        "override_dh_installchangelogs:\n"
+        "\tdh_installchangelogs -a\n\n"
+        "override_dh_install:\n"
+        "\tfind debian/tmp/ -name '*.la' -exec rm '{}' ';'\n"
+        "\t# mesa-vulkan-drivers ships RADV's drirc file; without RADV, the\n"
+        "\t# same file is taken from the source.\n"
+        "\tinstall -D -m644 src/util/00-radv-defaults.conf \\\n"
+        "\t\tdebian/tmp/usr/share/drirc.d/00-radv-defaults.conf\n"
+        "\tdh_install -a\n"
+        "\tset -e; for p in $(allpkg); do \\\n"
+        "\t\tinstall -d debian/$$p/usr/share/bug/$$p && \\\n"
+        "\t\tinstall -m 644 debian/local/control debian/$$p/usr/share/bug/$$p && \\\n"
+        "\t\tinstall -m 755 debian/local/script  debian/$$p/usr/share/bug/$$p; \\\n"
+        "\tdone\n\n"
+        "# Files of the packages the profile skips are expected to be left over.\n"
+        "override_dh_missing:\n"
+        "\tdh_missing --list-missing\n\n"
+        "else\n" % profile)
+
+
+def patch_debian_rules(path, tag, asahi_archs, profile, profile_drivers):
+    """Name the build in driverInfo, build Honeykrisp on asahi_archs inside
+    the block where Debian builds the other Arm Vulkan drivers, and add the
+    build profile."""
     with open(path) as f:
         text = f.read()
     anchor = "\t-Dvulkan-drivers=\"[$(VULKAN_DRIVERS_LIST)]\" \\\n"
-    if anchor not in text:
-        die("debsrc: debian/rules has no -Dvulkan-drivers line to extend")
-    text = text.replace(anchor, anchor + "\t-Dvulkan-driver-info=\"%s, Debian $(DEB_VERSION)\" \\\n"
-                        % tag, 1)
+    text = _replace_once(text, anchor, anchor + "\t-Dvulkan-driver-info=\"%s\" \\\n" % tag,
+                         "-Dvulkan-drivers line to extend")
     arm = "\tVULKAN_DRIVERS += broadcom freedreno panfrost\n"
-    if arm not in text:
-        die("debsrc: debian/rules has no Arm Vulkan driver line")
-    text = text.replace(arm, arm + "    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
-                        "\tVULKAN_DRIVERS += asahi\n    endif\n" % " ".join(asahi_archs), 1)
+    text = _replace_once(text, arm, arm + "    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
+                         "\tVULKAN_DRIVERS += asahi\n    endif\n" % " ".join(asahi_archs),
+                         "Arm Vulkan driver line")
+    text = _replace_once(text, "empty:=\n", profile_rules(profile, profile_drivers) + "empty:=\n",
+                         "'empty:=' line (driver lists quoted)")
+    text = _replace_once(text, "\t$(confflags_TEFLON)\n",
+                         "\t$(confflags_TEFLON) \\\n\t$(confflags_PROFILE)\n",
+                         "$(confflags_TEFLON) line ending confflags")
+    start = "override_dh_installchangelogs:\n"
+    end = "override_dh_makeshlibs:\n"
+    text = _replace_once(text, start, profile_overrides(profile) + start,
+                         "override_dh_installchangelogs")
+    text = _replace_once(text, end, "endif\n\n" + end, "override_dh_makeshlibs")
     with open(path, "w") as f:
         f.write(text)
+
+
+def patch_debian_control(path, profile, libc_min, asahi_archs):
+    """Mark the binary packages and build-dependencies the profile does not
+    need with Build-Profiles: <!profile>, and require the kernel headers
+    with <drm/asahi_drm.h> wherever Honeykrisp is built."""
+    with open(path) as f:
+        stanzas = f.read().split("\n\n")
+    out = []
+    for st in stanzas:
+        lines = st.split("\n")
+        pkg = [l.split(":", 1)[1].strip() for l in lines if l.startswith("Package:")]
+        if lines[0].startswith("Source:"):
+            lines = _profile_build_deps(lines, profile, libc_min, asahi_archs)
+        elif pkg and pkg[0] not in PROFILE_PACKAGES:
+            prof = [i for i, l in enumerate(lines) if l.startswith("Build-Profiles:")]
+            if prof:
+                l = lines[prof[0]]
+                if not l.endswith(">"):
+                    die("debsrc: %s: cannot extend %r" % (pkg[0], l))
+                lines[prof[0]] = l[:-1] + " !%s>" % profile
+            else:
+                arch = [i for i, l in enumerate(lines) if l.startswith("Architecture:")]
+                if not arch:
+                    die("debsrc: debian/control: package %s has no Architecture" % pkg[0])
+                lines.insert(arch[0] + 1, "Build-Profiles: <!%s>" % profile)
+        out.append("\n".join(lines))
+    with open(path, "w") as f:
+        f.write("\n\n".join(out))
+
+
+def _profile_build_deps(lines, profile, libc_min, asahi_archs):
+    start = lines.index("Build-Depends:")
+    i = start + 1
+    while i < len(lines) and lines[i].startswith(" "):
+        dep = lines[i].strip().rstrip(",")
+        name = dep.split()[0]
+        if name in PROFILE_SKIPS_BUILD_DEPS:
+            if dep.endswith(">"):
+                dep = dep[:-1] + " !%s>" % profile
+            else:
+                dep += " <!%s>" % profile
+            lines[i] = " %s," % dep
+        i += 1
+    lines[i:i] = [" linux-libc-dev (>= %s) [%s] <!%s>," % (libc_min, " ".join(asahi_archs),
+                                                            profile),
+                  " linux-libc-dev (>= %s) <%s>," % (libc_min, profile)]
+    return lines
 
 
 def changelog_maintainer():
@@ -96,10 +224,16 @@ def debsrc(fork, output=None):
                     f.write("mesa-fork/%s\n" % os.path.basename(p))
             env = dict(os.environ, QUILT_PATCHES="debian/patches", QUILT_PC=".pc")
             run(["quilt", "push", "-a", "-q"], cwd=src, env=env, quiet=True)
-        archs = fork.conf["debsrc"]["asahi_architectures"].split()
-        with step("debian/rules: driverInfo tag, Honeykrisp on %s" % " ".join(archs)):
-            patch_debian_rules(os.path.join(src, "debian", "rules"), fork_release(fork.conf),
-                               archs)
+        d = fork.conf["debsrc"]
+        archs = d["asahi_architectures"].split()
+        with step("debian/rules: driverInfo tag, Honeykrisp on %s, profile %s"
+                  % (" ".join(archs), d["profile"])):
+            patch_debian_rules(os.path.join(src, "debian", "rules"), driver_info_tag(fork.conf),
+                               archs, d["profile"], d["profile_vulkan_drivers"].split())
+        with step("debian/control, control.in: what profile %s skips" % d["profile"]):
+            for name in ("control", "control.in"):
+                patch_debian_control(os.path.join(src, "debian", name), d["profile"],
+                                     d["asahi_linux_libc_dev"], archs)
         with step("debian/changelog: %s by %s" % (version, maintainer)):
             prepend_changelog(os.path.join(src, "debian", "changelog"), b["package"],
                               version, patches, changelog_date(), maintainer)

@@ -1,0 +1,379 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork deb`: the binary packages of the source package `debsrc`
+makes, built the way a Debian packager builds them, and the fork's
+mesa-vulkan-drivers shown working from the system ICD path.
+
+Two chroots made with debootstrap and cached under .work/chroot/ (a stamp
+in each records what it holds; a changed list redoes the setup):
+  <suite>-build  buildd variant, plus ccache and lintian; build
+                 dependencies come from `apt-get build-dep` on our .dsc,
+                 the kernel headers from <backports>;
+  <suite>-base   minbase plus vulkan-tools and the Khronos validation
+                 layer, never changed after it is made: each run copies it
+                 to <suite>-test and installs the packages just built there.
+.work/deb is bind-mounted at /srv/mesa-fork in both, .work/ccache-deb at
+/srv/ccache in the build chroot. The drm-shims and mesa-fork-vkcheck are
+the ones `mesa-fork install` built on the host; they are copied into the
+test chroot.
+"""
+
+import contextlib
+import glob
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from . import apt, debian
+from .config import debian_version, driver_info_tag
+from .install import VULKANINFO_FIELDS, shim_env_pairs, shim_lib
+from .proc import die, fmt_time, rel, run, step
+
+INSIDE = "/srv/mesa-fork"
+CCACHE_INSIDE = "/srv/ccache"
+SHIMS_INSIDE = "/opt/mesa-fork-shim"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class Chroot:
+    """A debootstrapped Debian tree at root, with bind mounts while in
+    mounted()."""
+
+    def __init__(self, root, binds=()):
+        self.root = root
+        self.binds = list(binds)
+
+    def ensure(self, suite, variant, mirror, sources, packages):
+        """debootstrap once, then the apt sources and packages; the stamp
+        lists all of it, so a changed list redoes only the apt part."""
+        stamp = os.path.join(self.root, ".mesa-fork-ready")
+        want = "suite %s\nvariant %s\nmirror %s\n%s\npackages %s\n" % (
+            suite, variant, mirror, sources, " ".join(sorted(packages)))
+        if os.path.exists(stamp) and open(stamp).read() == want:
+            return
+        if not shutil.which("debootstrap"):
+            with step("apt-get install debootstrap"):
+                run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+                    env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
+        done = os.path.join(self.root, ".mesa-fork-debootstrap")
+        if not os.path.exists(done):
+            with step("debootstrap --variant=%s %s into %s (mirror %s)"
+                      % (variant, suite, rel(self.root), mirror)):
+                if os.path.exists(self.root):
+                    shutil.rmtree(self.root)
+                os.makedirs(os.path.dirname(self.root), exist_ok=True)
+                run(["debootstrap", "--variant=" + variant, suite, self.root, mirror],
+                    quiet=True)
+                open(done, "w").close()
+        with open(os.path.join(self.root, "etc", "apt", "sources.list"), "w") as f:
+            f.write(sources)
+        with self.mounted():
+            with step("apt-get install in %s: %s" % (rel(self.root), " ".join(packages))):
+                self.run_in(["apt-get", "update"], quiet=True)
+                self.apt_install(packages)
+        with open(stamp, "w") as f:
+            f.write(want)
+
+    def apt_install(self, packages, *extra):
+        self.run_in(["apt-get", "install", "-y", "--no-install-recommends"] + list(extra) +
+                    list(packages), quiet=True)
+
+    @contextlib.contextmanager
+    def mounted(self):
+        mounts = []
+        try:
+            for src, dst in [("/proc", "/proc"), ("/dev", "/dev"), ("/dev/pts", "/dev/pts")] + \
+                    self.binds:
+                path = os.path.join(self.root, dst.lstrip("/"))
+                os.makedirs(path, exist_ok=True)
+                r = subprocess.run(["mount", "--bind", src, path])
+                if r.returncode != 0:
+                    die("deb: cannot bind-mount %s at %s (run as root)" % (src, path))
+                mounts.append(path)
+            shutil.copyfile("/etc/resolv.conf", os.path.join(self.root, "etc", "resolv.conf"))
+            yield self
+        finally:
+            for m in reversed(mounts):
+                subprocess.run(["umount", "-l", m])
+
+    def command(self, cmd, env=None, cwd="/"):
+        """cmd inside the chroot with only PATH, HOME, LANG and env set."""
+        return ["chroot", self.root, "env", "-i", "PATH=" + PATH, "HOME=/root",
+                "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"] + \
+            ["%s=%s" % kv for kv in (env or {}).items()] + \
+            ["sh", "-c", 'cd "$0" && exec "$@"', cwd] + cmd
+
+    def run_in(self, cmd, env=None, cwd="/", quiet=False):
+        run(self.command(cmd, env, cwd), quiet=quiet)
+
+    def capture(self, cmd, env=None, cwd="/"):
+        return subprocess.run(self.command(cmd, env, cwd), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+
+
+def sources_list(mirror, suite, extra=()):
+    lines = ["deb [signed-by=%s] %s %s main" % (KEYRING, mirror, s)
+             for s in (suite, "%s-updates" % suite) + tuple(extra)]
+    security = mirror.rstrip("/")
+    if security.endswith("/debian"):
+        lines.append("deb [signed-by=%s] %s-security %s-security main"
+                     % (KEYRING, security, suite))
+    return "\n".join(lines) + "\n"
+
+
+def inside(work_deb, path):
+    """Where a path under .work/deb is seen inside the chroots."""
+    return os.path.join(INSIDE, os.path.relpath(path, work_deb))
+
+
+def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
+    """dpkg-source -x, build-dep, dpkg-buildpackage -B; returns the
+    .changes file and the build time in seconds."""
+    conf = fork.conf["deb"]
+    tree_parent = os.path.join(work_deb, "build")
+    shutil.rmtree(tree_parent, ignore_errors=True)
+    os.makedirs(tree_parent)
+    b = fork.conf["base"]
+    tree = os.path.join(tree_parent, "%s-%s" % (b["package"], b["upstream_version"]))
+    profiles = [profile] if profile else []
+    with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
+        chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
+                      quiet=True)
+    with step("apt-get update; linux-libc-dev from %s (<drm/asahi_drm.h>)"
+              % conf["backports"]):
+        chroot.run_in(["apt-get", "update"], quiet=True)
+        chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
+    with step("apt-get build-dep %s%s" % (os.path.basename(dsc),
+                                           " -P " + profile if profile else "")):
+        chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] +
+                      (["-P", ",".join(profiles)] if profiles else []) +
+                      [inside(work_deb, dsc)], quiet=True)
+    log = os.path.join(work_deb, "build.log")
+    opts = ["parallel=%d" % jobs] + ([] if check else ["nocheck"])
+    cmd = ["nice", "-n", "10", "dpkg-buildpackage", "-B", "-us", "-uc"] + \
+        (["-P" + ",".join(profiles)] if profiles else [])
+    env = {"DEB_BUILD_OPTIONS": " ".join(opts), "CCACHE_DIR": CCACHE_INSIDE,
+           "CCACHE_MAXSIZE": "5G"}
+    what = "%s (DEB_BUILD_OPTIONS=\"%s\"; log %s)" % (" ".join(cmd[3:]), env["DEB_BUILD_OPTIONS"],
+                                                     rel(log))
+    t0 = time.monotonic()
+    with step(what):
+        with open(log, "w") as f:
+            r = subprocess.run(chroot.command(cmd, env, inside(work_deb, tree)),
+                               stdout=f, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            with open(log) as f:
+                print(f.read()[-6000:])
+            die("deb: dpkg-buildpackage failed (exit %d); the whole log is %s"
+                % (r.returncode, rel(log)))
+    took = time.monotonic() - t0
+    changes = glob.glob(os.path.join(tree_parent, "*_%s_*.changes" % debian_version(fork.conf)))
+    if len(changes) != 1:
+        die("deb: expected one .changes file in %s, found %d" % (rel(tree_parent), len(changes)))
+    return changes[0], took
+
+
+def lintian_summary(chroot, work_deb, changes):
+    """Runs lintian on the .changes inside the build chroot; prints its
+    tags grouped by severity and returns the counts."""
+    r = chroot.capture(["lintian", "--display-info", "--no-tag-display-limit",
+                        inside(work_deb, changes)])
+    counts, tags = {}, {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"([EWIPXO]): (\S+?)(?: \w+)?: (\S+)", line)
+        if not m:
+            continue
+        counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+        key = (m.group(1), m.group(2), m.group(3))
+        tags[key] = tags.get(key, 0) + 1
+    with open(os.path.join(work_deb, "lintian.txt"), "w") as f:
+        f.write(r.stdout)
+    names = {"E": "errors", "W": "warnings", "I": "info", "P": "pedantic",
+             "X": "experimental", "O": "overridden"}
+    print("lintian %s: %s" % (os.path.basename(changes), ", ".join(
+        "%d %s" % (counts.get(k, 0), v) for k, v in names.items()) or "no tags"))
+    for (sev, pkg, tag), n in sorted(tags.items()):
+        print("  %s: %s: %s%s" % (sev, pkg, tag, " (x%d)" % n if n > 1 else ""))
+    if r.returncode not in (0, 1, 2):
+        die("deb: lintian did not run (exit %d):\n%s" % (r.returncode, r.stdout[-3000:]))
+    return counts
+
+
+def deb_fields(path):
+    r = subprocess.run(["dpkg-deb", "-f", path], stdout=subprocess.PIPE, text=True)
+    fields = {}
+    for line in r.stdout.splitlines():
+        if ":" in line and not line.startswith(" "):
+            k, v = line.split(":", 1)
+            fields[k] = v.strip()
+    return fields
+
+
+def same_build_closure(debs, first):
+    """first and the packages of the same build it depends on, recursively."""
+    by_name = {deb_fields(d)["Package"]: d for d in debs}
+    want, todo = [], [first]
+    while todo:
+        name = todo.pop()
+        if name in want:
+            continue
+        want.append(name)
+        deps = deb_fields(by_name[name]).get("Depends", "") + "," + \
+            deb_fields(by_name[name]).get("Pre-Depends", "")
+        for alt in deps.split(","):
+            dep = alt.split("|")[0].split("(")[0].split(":")[0].strip()
+            if dep in by_name:
+                todo.append(dep)
+    return [by_name[n] for n in want]
+
+
+def chroot_vulkaninfo(chroot, env):
+    """The device and driver fields of `vulkaninfo --summary` in the chroot."""
+    r = chroot.capture(["vulkaninfo", "--summary"], env=env)
+    fields = {}
+    for line in r.stdout.split("Devices:", 1)[-1].splitlines():
+        m = re.match(r"\s*(\w+)\s*=\s*(.*)", line)
+        if m and m.group(1) in VULKANINFO_FIELDS:
+            fields.setdefault(m.group(1), m.group(2).strip())
+    if "driverInfo" not in fields:
+        r = chroot.capture(["vulkaninfo"], env=env)
+        for line in r.stdout.split("VkPhysicalDeviceDriverProperties", 1)[-1].splitlines()[:8]:
+            m = re.match(r"\s*(driverID|driverName|driverInfo)\s*=\s*(.*)", line)
+            if m:
+                fields.setdefault(m.group(1), m.group(2).strip() + "  (full vulkaninfo)")
+    return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
+
+
+def show_drivers(fork, chroot, prefix):
+    """Each driver from /usr/share/vulkan/icd.d on its drm-shim, inside the
+    test chroot, with mesa-fork-vkcheck under the validation layer."""
+    conf = fork.conf
+    tag = driver_info_tag(conf)
+    ok_all = True
+    for drv in conf["drivers"]:
+        env = {"LD_PRELOAD": os.path.join(SHIMS_INSIDE, os.path.basename(
+            shim_lib(prefix, conf, drv)))}
+        env.update(shim_env_pairs(conf, drv))
+        print("---- %s on its drm-shim (%s), ICDs from /usr/share/vulkan/icd.d"
+              % (drv, " ".join("%s=%s" % kv for kv in shim_env_pairs(conf, drv).items())))
+        lines = chroot_vulkaninfo(chroot, env)
+        print("\n".join("  vulkaninfo: " + line for line in lines))
+        shown = any(tag in line for line in lines)
+        c = chroot.capture([os.path.join(SHIMS_INSIDE, "mesa-fork-vkcheck"), "--validate"],
+                           env=env)
+        for line in c.stdout.splitlines():
+            print("  vkcheck: " + line)
+        good = shown and c.returncode == 0
+        print("  => %s" % ("OK" if good else "FAILED (driverInfo names the fork: %s, "
+                           "vkcheck exit %d)" % (shown, c.returncode)))
+        ok_all &= good
+    return ok_all
+
+
+def install_and_show(fork, work_deb, changes, prefix, mirror):
+    conf = fork.conf["deb"]
+    suite = conf["suite"]
+    base = Chroot(os.path.join(fork.work, "chroot", "%s-base" % suite))
+    base.ensure(suite, "minbase", mirror, sources_list(mirror, suite),
+                conf["test_packages"].split())
+    test = Chroot(os.path.join(fork.work, "chroot", "%s-test" % suite),
+                  [(work_deb, INSIDE)])
+    with step("fresh test chroot %s (a copy of %s)" % (rel(test.root), rel(base.root))):
+        shutil.rmtree(test.root, ignore_errors=True)
+        run(["cp", "-a", "--reflink=auto", base.root, test.root])
+    shims = os.path.join(test.root, SHIMS_INSIDE.lstrip("/"))
+    os.makedirs(shims)
+    for drv in fork.conf["drivers"]:
+        src = shim_lib(prefix, fork.conf, drv)
+        if not os.path.exists(src):
+            die("deb: %s is missing; run 'bin/mesa-fork install' first" % src)
+        shutil.copy2(src, shims)
+    vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
+    if not os.path.exists(vkcheck):
+        die("deb: %s is missing; run 'bin/mesa-fork install' first" % vkcheck)
+    shutil.copy2(vkcheck, shims)
+    debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
+    closure = same_build_closure(debs, "mesa-vulkan-drivers")
+    with test.mounted():
+        r = test.capture(["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "mesa-*"])
+        if "mesa-vulkan-drivers" in r.stdout:
+            die("deb: the test chroot already holds a mesa-vulkan-drivers:\n" + r.stdout)
+        with step("apt-get install %s" % " ".join(os.path.basename(d) for d in closure)):
+            test.run_in(["apt-get", "update"], quiet=True)
+            test.apt_install([inside(work_deb, d) for d in closure])
+        r = test.capture(["dpkg-query", "-W", "-f=${Package} ${Version} ${Architecture}\\n",
+                          "mesa-vulkan-drivers"])
+        print("installed: " + r.stdout.strip())
+        r = test.capture(["ls", "/usr/share/vulkan/icd.d"])
+        print("system ICD manifests: " + " ".join(r.stdout.split()))
+        return show_drivers(fork, test, prefix)
+
+
+def last_build(fork, work_deb):
+    """The .changes of the previous build and its build time."""
+    changes = glob.glob(os.path.join(work_deb, "build", "*_%s_*.changes"
+                                     % debian_version(fork.conf)))
+    stamp = os.path.join(work_deb, "build", "build-time")
+    if len(changes) != 1 or not os.path.exists(stamp):
+        die("deb: --no-build: no finished build in %s" % rel(os.path.join(work_deb, "build")))
+    return changes[0], float(open(stamp).read())
+
+
+def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, prefix=None):
+    """Build the binary packages of our source package in a clean trixie
+    chroot, lint them, and show mesa-vulkan-drivers working in another."""
+    if os.geteuid() != 0:
+        die("deb: run as root (debootstrap, chroot and bind mounts need it)")
+    conf = fork.conf["deb"]
+    suite = conf["suite"]
+    profile = None if full else fork.conf["debsrc"]["profile"]
+    prefix = fork.prefix(prefix)
+    mirror, _ = apt.debian_mirror(apt.os_codename())
+    work_deb = os.path.join(fork.work, "deb")
+    ccache = os.path.join(fork.work, "ccache-deb")
+    os.makedirs(ccache, exist_ok=True)
+    src = os.path.join(work_deb, "src")
+    if no_build:
+        changes, took = last_build(fork, work_deb)
+        print("deb: the build of %s, %s" % (rel(changes), fmt_time(took)))
+        return finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test)
+    shutil.rmtree(src, ignore_errors=True)
+    debian.debsrc(fork, output=src)
+    dsc = os.path.join(src, "%s_%s.dsc" % (fork.conf["base"]["package"],
+                                           debian_version(fork.conf)))
+    build = Chroot(os.path.join(fork.work, "chroot", "%s-build" % suite),
+                   [(work_deb, INSIDE), (ccache, CCACHE_INSIDE)])
+    build.ensure(suite, "buildd", mirror,
+                 sources_list(mirror, suite, [conf["backports"]]),
+                 conf["build_packages"].split())
+    with build.mounted():
+        changes, took = build_packages(fork, build, work_deb, dsc, profile, check, jobs)
+        print()
+        print("built with %s in %s:" % ("profile " + profile if profile else "no profile",
+                                       fmt_time(took)))
+        for d in sorted(glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))):
+            print("  %-60s %8d KiB" % (os.path.basename(d), os.path.getsize(d) // 1024))
+        r = build.capture(["ccache", "-s"], env={"CCACHE_DIR": CCACHE_INSIDE})
+        hits = [l.strip() for l in r.stdout.splitlines() if re.match(r"\s*(Hits|Misses):", l)]
+        if hits:
+            print("ccache: " + "; ".join(hits))
+        print()
+        lintian_summary(build, work_deb, changes)
+    with open(os.path.join(work_deb, "build", "build-time"), "w") as f:
+        f.write("%.1f\n" % took)
+    return finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test)
+
+
+def finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test):
+    if no_test:
+        print("deb: build time %s" % fmt_time(took))
+        return
+    print()
+    ok = install_and_show(fork, work_deb, changes, prefix, mirror)
+    print()
+    print("deb: build time %s (dpkg-buildpackage -B%s)" % (
+        fmt_time(took), " -P" + profile if profile else ""))
+    if not ok:
+        die("deb: a driver of the installed package did not come up on its drm-shim")
