@@ -19,6 +19,7 @@ test chroot.
 
 import contextlib
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -246,6 +247,77 @@ def chroot_vulkaninfo(chroot, env):
     return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
 
 
+# docs/shipping.md gives this file to users: apt keeps the fork's packages
+# (every binary package of source mesa whose version has +mesafork) even
+# when a newer Debian version, such as a trixie security update, appears.
+PIN_FILE = "/etc/apt/preferences.d/mesa-fork.pref"
+PIN_PREFERENCES = """\
+Package: src:mesa
+Pin: version /\\+mesafork/
+Pin-Priority: 990
+"""
+
+
+def fake_update(chroot, version, what):
+    """A local apt repository in the chroot with an empty
+    mesa-vulkan-drivers `version`, standing in for the next security
+    update; returns the sources.list line."""
+    repo = os.path.join(chroot.root, "srv", "fake-update")
+    pkg = os.path.join(repo, "pkg")
+    os.makedirs(os.path.join(pkg, "DEBIAN"))
+    arch = subprocess.run(["dpkg", "--print-architecture"], stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+    with open(os.path.join(pkg, "DEBIAN", "control"), "w") as f:
+        f.write("Package: mesa-vulkan-drivers\nSource: mesa\nVersion: %s\n"
+                "Architecture: %s\nMulti-Arch: same\nMaintainer: nobody <nobody@invalid>\n"
+                "Description: %s\n" % (version, arch, what))
+    deb_file = "mesa-vulkan-drivers_%s_%s.deb" % (version, arch)
+    chroot.run_in(["dpkg-deb", "--build", "/srv/fake-update/pkg",
+                   "/srv/fake-update/" + deb_file], quiet=True)
+    shutil.rmtree(pkg)
+    path = os.path.join(repo, deb_file)
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    r = subprocess.run(["dpkg-deb", "-f", path], stdout=subprocess.PIPE, text=True)
+    with open(os.path.join(repo, "Packages"), "w") as f:
+        f.write(r.stdout + "Filename: ./%s\nSize: %d\nSHA256: %s\n\n"
+                % (deb_file, os.path.getsize(path), digest))
+    return "deb [trusted=yes] file:/srv/fake-update ./\n"
+
+
+def candidate(chroot):
+    r = chroot.capture(["apt-cache", "policy", "mesa-vulkan-drivers"])
+    m = re.search(r"Candidate: (\S+)", r.stdout)
+    return (m.group(1) if m else None), r.stdout
+
+
+def pin_check(fork, chroot):
+    """The preferences of docs/shipping.md keep the fork installed when a
+    newer Debian version appears: apt-cache policy before and after."""
+    base = fork.conf["base"]["version"]
+    m = re.match(r"(.*\+deb\d+u)(\d+)$", base)
+    if not m:
+        die("deb: base version %s has no +debNNuN suffix to bump" % base)
+    update = "%s%d" % (m.group(1), int(m.group(2)) + 1)
+    ours = debian_version(fork.conf)
+    line = fake_update(chroot, update, "stand-in for the next security update")
+    with open(os.path.join(chroot.root, "etc", "apt", "sources.list.d",
+                           "fake-update.list"), "w") as f:
+        f.write(line)
+    chroot.run_in(["apt-get", "update"], quiet=True)
+    without, text = candidate(chroot)
+    print("apt pinning: a local repository offers mesa-vulkan-drivers %s" % update)
+    print("  without %s: candidate %s" % (PIN_FILE, without))
+    with open(os.path.join(chroot.root, PIN_FILE.lstrip("/")), "w") as f:
+        f.write(PIN_PREFERENCES)
+    pinned, text = candidate(chroot)
+    print("  with %s: candidate %s" % (PIN_FILE, pinned))
+    print("\n".join("    " + l for l in text.splitlines()))
+    if without != update or pinned != ours:
+        die("deb: apt pinning did not behave: candidate %s without the pin (want %s), "
+            "%s with it (want %s)" % (without, update, pinned, ours))
+
+
 def show_drivers(fork, chroot, prefix):
     """Each driver from /usr/share/vulkan/icd.d on its drm-shim, inside the
     test chroot, with mesa-fork-vkcheck under the validation layer."""
@@ -308,7 +380,10 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
         print("installed: " + r.stdout.strip())
         r = test.capture(["ls", "/usr/share/vulkan/icd.d"])
         print("system ICD manifests: " + " ".join(r.stdout.split()))
-        return show_drivers(fork, test, prefix)
+        ok = show_drivers(fork, test, prefix)
+        print()
+        pin_check(fork, test)
+        return ok
 
 
 def last_build(fork, work_deb):

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """`mesa-fork debsrc`: Debian's source package of the base with our series
-appended to its quilt series, the driverInfo tag and Honeykrisp in
-debian/rules, and a changelog entry by whoever makes it."""
+appended to its quilt series, the driverInfo tag, Honeykrisp and the build
+profile pkg.mesa.forkonly in debian/rules and debian/control, and a
+changelog entry by whoever makes it."""
 
 import datetime
 import email.utils
