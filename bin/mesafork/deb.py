@@ -27,7 +27,7 @@ import subprocess
 import time
 
 from . import apt, debian
-from .config import debian_version, driver_info_tag
+from .config import debian_version, fork_release
 from .install import VULKANINFO_FIELDS, shim_env_pairs, shim_lib
 from .proc import die, fmt_time, rel, run, step
 
@@ -322,7 +322,9 @@ def show_drivers(fork, chroot, prefix):
     """Each driver from /usr/share/vulkan/icd.d on its drm-shim, inside the
     test chroot, with mesa-fork-vkcheck under the validation layer."""
     conf = fork.conf
-    tag = driver_info_tag(conf)
+    # Mesa's version is the package's (Debian's rules write it), then the
+    # fork's tag: "Mesa 25.0.7-2+deb13u1+mesafork1 (mesa-fork 1)".
+    tag = "Mesa %s (%s)" % (debian_version(conf), fork_release(conf))
     ok_all = True
     for drv in conf["drivers"]:
         env = {"LD_PRELOAD": os.path.join(SHIMS_INSIDE, os.path.basename(
@@ -369,9 +371,11 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
     debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
     closure = same_build_closure(debs, "mesa-vulkan-drivers")
     with test.mounted():
-        r = test.capture(["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "mesa-*"])
-        if "mesa-vulkan-drivers" in r.stdout:
-            die("deb: the test chroot already holds a mesa-vulkan-drivers:\n" + r.stdout)
+        r = test.capture(["dpkg-query", "-W", "-f=${db:Status-Status} ${Package} ${Version}\\n",
+                          "*mesa*"])
+        mesa = [l for l in r.stdout.splitlines() if l.startswith("installed ")]
+        if mesa:
+            die("deb: the test chroot already holds Mesa packages:\n" + "\n".join(mesa))
         with step("apt-get install %s" % " ".join(os.path.basename(d) for d in closure)):
             test.run_in(["apt-get", "update"], quiet=True)
             test.apt_install([inside(work_deb, d) for d in closure])
@@ -431,9 +435,13 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
         for d in sorted(glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))):
             print("  %-60s %8d KiB" % (os.path.basename(d), os.path.getsize(d) // 1024))
         r = build.capture(["ccache", "-s"], env={"CCACHE_DIR": CCACHE_INSIDE})
-        hits = [l.strip() for l in r.stdout.splitlines() if re.match(r"\s*(Hits|Misses):", l)]
+        hits = []
+        for l in r.stdout.splitlines():
+            m = re.match(r"\s*(Hits|Misses):\s+(.*)", l)
+            if m and m.group(1) not in [h.split(":")[0] for h in hits]:
+                hits.append("%s: %s" % (m.group(1), m.group(2)))
         if hits:
-            print("ccache: " + "; ".join(hits))
+            print("ccache (all builds so far): " + "; ".join(hits))
         print()
         lintian_summary(build, work_deb, changes)
     with open(os.path.join(work_deb, "build", "build-time"), "w") as f:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 
 from . import series, sources
-from .config import debian_version, driver_info_tag
+from .config import debian_version, fork_release
 from .proc import die, rel, run, step
 
 
@@ -229,7 +229,10 @@ def debsrc(fork, output=None):
         archs = d["asahi_architectures"].split()
         with step("debian/rules: driverInfo tag, Honeykrisp on %s, profile %s"
                   % (" ".join(archs), d["profile"])):
-            patch_debian_rules(os.path.join(src, "debian", "rules"), driver_info_tag(fork.conf),
+            # Debian's rules write the package version into Mesa's VERSION,
+            # so driverInfo starts "Mesa 25.0.7-2+deb13u1+mesafork1": the tag
+            # adds only the fork's name and release.
+            patch_debian_rules(os.path.join(src, "debian", "rules"), fork_release(fork.conf),
                                archs, d["profile"], d["profile_vulkan_drivers"].split())
         with step("debian/control, control.in: what profile %s skips" % d["profile"]):
             for name in ("control", "control.in"):
