@@ -142,9 +142,11 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
     with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True)
-    with step("apt-get update; linux-libc-dev from %s (<drm/asahi_drm.h>)"
+    with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
               % conf["backports"]):
+        # A cached build chroot is brought up to date, as sbuild-update does.
         chroot.run_in(["apt-get", "update"], quiet=True)
+        chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
         chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
     with step("apt-get build-dep %s%s" % (os.path.basename(dsc),
                                            " -P " + profile if profile else "")):
