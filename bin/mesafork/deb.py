@@ -348,6 +348,18 @@ def show_drivers(fork, chroot, prefix):
     return ok_all
 
 
+def host_programs(fork, prefix):
+    """The drm-shims and mesa-fork-vkcheck `mesa-fork install` built on
+    the host, which the test chroot runs."""
+    paths = [shim_lib(prefix, fork.conf, drv) for drv in fork.conf["drivers"]]
+    paths.append(os.path.join(prefix, "bin", "mesa-fork-vkcheck"))
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        die("deb: %s missing; run 'bin/mesa-fork install' first, or pass --prefix "
+            "(or --no-test)" % ", ".join(missing))
+    return paths
+
+
 def install_and_show(fork, work_deb, changes, prefix, mirror):
     conf = fork.conf["deb"]
     suite = conf["suite"]
@@ -361,15 +373,8 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
         run(["cp", "-a", "--reflink=auto", base.root, test.root])
     shims = os.path.join(test.root, SHIMS_INSIDE.lstrip("/"))
     os.makedirs(shims)
-    for drv in fork.conf["drivers"]:
-        src = shim_lib(prefix, fork.conf, drv)
-        if not os.path.exists(src):
-            die("deb: %s is missing; run 'bin/mesa-fork install' first" % src)
-        shutil.copy2(src, shims)
-    vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
-    if not os.path.exists(vkcheck):
-        die("deb: %s is missing; run 'bin/mesa-fork install' first" % vkcheck)
-    shutil.copy2(vkcheck, shims)
+    for path in host_programs(fork, prefix):
+        shutil.copy2(path, shims)
     debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
     closure = same_build_closure(debs, "mesa-vulkan-drivers")
     with test.mounted():
@@ -411,6 +416,8 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
     suite = conf["suite"]
     profile = None if full else fork.conf["debsrc"]["profile"]
     prefix = fork.prefix(prefix)
+    if not no_test:
+        host_programs(fork, prefix)
     mirror, _ = apt.debian_mirror(apt.os_codename())
     work_deb = os.path.join(fork.work, "deb")
     ccache = os.path.join(fork.work, "ccache-deb")
