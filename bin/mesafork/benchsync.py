@@ -9,6 +9,7 @@ ops, buffer and ranges, and whether the ranges overlap only because a
 binding runs to the end of its buffer."""
 
 import collections
+import contextlib
 import os
 import re
 
@@ -133,13 +134,21 @@ def scenario_proof(chroot, prefix, conf, driver):
     return out
 
 
-def bench_sync(work, prefix, conf):
+@contextlib.contextmanager
+def llama_chroot(work):
+    """The cached sid chroot with llama.cpp, mounted, and the random qwen3
+    model in it: (chroot, model path)."""
     chroot = bench.Chroot(work, bench.tool.os_codename())
     chroot.ensure()
     os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
-    results = {}
     with chroot.mounted():
         tiny, _ = bench.ensure_models(chroot, work)
+        yield chroot, tiny
+
+
+def bench_sync(work, prefix, conf):
+    results = {}
+    with llama_chroot(work) as (chroot, tiny):
         proof = {}
         for drv in DRIVERS:
             with step("syncval on mesa-fork-scenarios, %s shim" % drv):
@@ -263,7 +272,8 @@ def pair_allocations(lines):
         elif e.get("ioctl") == "GEM_MMAP_OFFSET" and e["handle"] in holder:
             holder[e["handle"]]["mode"] = e["mode"]
         elif e.get("ev") == "alloc":
-            out.append((e, create))
+            # A failed allocation made no buffer.
+            out.append((e, create if e.get("result") == 0 else None))
             create = None
     return [(a, c, c["mode"] if c else "-") for a, c in out]
 
@@ -271,28 +281,19 @@ def pair_allocations(lines):
 def bench_anv(work, prefix, conf, platform="arl"):
     """Which memory types and PAT indices llama.cpp's buffers land on, on
     the intel shim, stock (ANV_CACHED_COHERENT=0) vs fork."""
-    import json
-    import tempfile
-    chroot = bench.Chroot(work, bench.tool.os_codename())
-    chroot.ensure()
-    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
     rows = {}
-    with chroot.mounted():
-        tiny, _ = bench.ensure_models(chroot, work)
+    with llama_chroot(work) as (chroot, tiny):
         for label, knob in (("stock", "0"), ("fork", "1")):
-            if True:
-                env = bench.chroot_shim_env(prefix, conf, "intel", INTEL_STUB_GPU_PLATFORM=platform,
-                                            INTEL_STUB_GPU_LOG="/dev/stdout",
-                                            ANV_CACHED_COHERENT=knob,
-                                            MESA_FORK_SYNCTRACE="stdout",
-                                            VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace")
-                env["VK_LAYER_PATH"] = os.path.join(prefix, "share", "vulkan",
-                                                    "explicit_layer.d")
-                with step("llama-bench decode on the intel shim (%s), %s" % (platform, label)):
-                    r = chroot.run_in(["llama-bench", "-m", tiny, "-p", "0", "-n", "4", "-r",
-                                       "1"], env=env, capture=True)
-                if r.returncode != 0:
-                    die("bench anv: llama-bench failed:\n" + r.stderr[-2000:])
+            env = bench.chroot_shim_env(prefix, conf, "intel", INTEL_STUB_GPU_PLATFORM=platform,
+                                        INTEL_STUB_GPU_LOG="/dev/stdout",
+                                        ANV_CACHED_COHERENT=knob, MESA_FORK_SYNCTRACE="stdout",
+                                        VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace")
+            env["VK_LAYER_PATH"] = os.path.join(prefix, "share", "vulkan", "explicit_layer.d")
+            with step("llama-bench decode on the intel shim (%s), %s" % (platform, label)):
+                r = chroot.run_in(["llama-bench", "-m", tiny, "-p", "0", "-n", "4", "-r", "1"],
+                                  env=env, capture=True)
+            if r.returncode != 0:
+                die("bench anv: llama-bench failed:\n" + r.stderr[-2000:])
             rows[label] = (pair_allocations(r.stdout.splitlines()),
                            memtype_flags(prefix, conf, knob))
     print()
@@ -310,6 +311,9 @@ def bench_anv(work, prefix, conf, platform="arl"):
         flags = short(types.get(a["type"], "?"))
         return "%d %s / %s / %s" % (a["type"], flags, c["pat_index"] if c else "?", mode)
 
+    if len(s_rows) != len(f_rows):
+        print("(stock made %d allocations and the fork %d: the rows below pair them in order)"
+              % (len(s_rows), len(f_rows)))
     for s, f in zip(s_rows, f_rows):
         print("%-10d | %-44s | %-44s" % (s[0]["size"], cell(s, s_types), cell(f, f_types)))
     return rows

@@ -28,7 +28,7 @@ import time
 
 from . import apt, debian
 from .config import debian_version, fork_release
-from .install import VULKANINFO_FIELDS, shim_env_pairs, shim_lib
+from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
 from .proc import die, fmt_time, rel, run, step
 
 INSIDE = "/srv/mesa-fork"
@@ -234,19 +234,8 @@ def same_build_closure(debs, first):
 
 def chroot_vulkaninfo(chroot, env):
     """The device and driver fields of `vulkaninfo --summary` in the chroot."""
-    r = chroot.capture(["vulkaninfo", "--summary"], env=env)
-    fields = {}
-    for line in r.stdout.split("Devices:", 1)[-1].splitlines():
-        m = re.match(r"\s*(\w+)\s*=\s*(.*)", line)
-        if m and m.group(1) in VULKANINFO_FIELDS:
-            fields.setdefault(m.group(1), m.group(2).strip())
-    if "driverInfo" not in fields:
-        r = chroot.capture(["vulkaninfo"], env=env)
-        for line in r.stdout.split("VkPhysicalDeviceDriverProperties", 1)[-1].splitlines()[:8]:
-            m = re.match(r"\s*(driverID|driverName|driverInfo)\s*=\s*(.*)", line)
-            if m:
-                fields.setdefault(m.group(1), m.group(2).strip() + "  (full vulkaninfo)")
-    return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
+    return vulkaninfo_device_lines(
+        env, lambda args: chroot.capture(["vulkaninfo"] + args, env=env).stdout)
 
 
 # docs/shipping.md gives this file to users: apt keeps the fork's packages

@@ -109,21 +109,22 @@ VULKANINFO_FIELDS = ("deviceName", "deviceType", "apiVersion", "driverID", "driv
                      "driverInfo")
 
 
-def vulkaninfo_device_lines(env):
+def vulkaninfo_device_lines(env, vulkaninfo=None):
     """Device and driver fields from `vulkaninfo --summary`. The summary shows
     driver fields only for Vulkan 1.2 devices; for older ones (panvk on
-    Valhall reports 1.1) they come from the full VkPhysicalDeviceDriverProperties."""
-    r = subprocess.run(["vulkaninfo", "--summary"], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
+    Valhall reports 1.1) they come from the full VkPhysicalDeviceDriverProperties.
+    vulkaninfo(args) returns its stdout; by default it runs here, in env."""
+    if vulkaninfo is None:
+        def vulkaninfo(args):
+            return subprocess.run(["vulkaninfo"] + args, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True).stdout
     fields = {}
-    for line in r.stdout.split("Devices:", 1)[-1].splitlines():
+    for line in vulkaninfo(["--summary"]).split("Devices:", 1)[-1].splitlines():
         m = re.match(r"\s*(\w+)\s*=\s*(.*)", line)
         if m and m.group(1) in VULKANINFO_FIELDS:
             fields.setdefault(m.group(1), m.group(2).strip())
     if "driverInfo" not in fields:
-        r = subprocess.run(["vulkaninfo"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True)
-        sect = r.stdout.split("VkPhysicalDeviceDriverProperties", 1)[-1]
+        sect = vulkaninfo([]).split("VkPhysicalDeviceDriverProperties", 1)[-1]
         for line in sect.splitlines()[:8]:
             m = re.match(r"\s*(driverID|driverName|driverInfo)\s*=\s*(.*)", line)
             if m:
