@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""`mesa-fork deps`: the deb-src entry for Mesa's source package, taken
-from the mirror already configured on the machine, and every build and test
-package of config/fork.ini [deps], installed with apt-get."""
+"""`mesa-fork deps`: on Debian, the deb-src entry for Mesa's source
+package, taken from the mirror already configured on the machine, and every
+build and test package of the Debian column of docs/build-deps.md, installed
+with apt-get. On any other system it touches nothing and stops with what to
+install (distro.py)."""
 
 import glob
 import os
@@ -9,24 +11,31 @@ import re
 import shutil
 import subprocess
 
+from . import distro
 from .proc import die, run, step
 
 MESON_MIN = (1, 1)
 
+# Tests point this at a directory of their own: the machine's apt
+# configuration is read and written only here.
+APT_ETC_ENV = "MESA_FORK_APT_ETC"
+
+
+def apt_etc():
+    return os.environ.get(APT_ETC_ENV, "/etc/apt")
+
 
 def os_codename():
-    with open("/etc/os-release") as f:
-        for line in f:
-            if line.startswith("VERSION_CODENAME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    return ""
+    return distro.os_release().codename
 
 
 def _configured_debian_uris():
     """(uri, suite, signed-by) of the deb entries already configured here."""
     out = []
-    files = glob.glob("/etc/apt/sources.list.d/*.sources") + \
-        glob.glob("/etc/apt/sources.list.d/*.list") + ["/etc/apt/sources.list"]
+    etc = apt_etc()
+    files = glob.glob(os.path.join(etc, "sources.list.d", "*.sources")) + \
+        glob.glob(os.path.join(etc, "sources.list.d", "*.list")) + \
+        [os.path.join(etc, "sources.list")]
     for path in files:
         if os.path.basename(path).startswith("mesa-fork") or not os.path.exists(path):
             continue
@@ -59,7 +68,8 @@ def debian_mirror(codename):
     for uri, suite, signed in _configured_debian_uris():
         if suite == codename:
             return uri, signed
-    die("no apt entry for suite '%s' found in /etc/apt; cannot derive the mirror" % codename)
+    die("no apt entry for suite '%s' found in %s; cannot derive the mirror"
+        % (codename, apt_etc()))
 
 
 def ensure_apt_sources(source_suite, codename):
@@ -76,7 +86,7 @@ def ensure_apt_sources(source_suite, codename):
                    % (uri, source_suite, signed_line))
     text = "# Written by mesa-fork deps: Mesa's source suite%s.\n\n" % (
         " and meson from bookworm-backports" if codename == "bookworm" else "") + "\n".join(stanzas)
-    path = "/etc/apt/sources.list.d/mesa-fork.sources"
+    path = os.path.join(apt_etc(), "sources.list.d", "mesa-fork.sources")
     if os.path.exists(path):
         with open(path) as f:
             if f.read() == text:
@@ -111,16 +121,26 @@ def meson_version():
     return tuple(int(x) for x in re.findall(r"\d+", r.stdout)[:3])
 
 
+def debian_packages(fork):
+    """The Debian column of docs/build-deps.md, less meson (deps checks
+    its version and takes it from bookworm-backports on bookworm)."""
+    return [p for p in distro.deps_table(fork.top)["debian"].packages if p != "meson"]
+
+
 def deps(fork, update=False):
-    """Install every build and test dependency with apt-get."""
+    """Install every build and test dependency with apt-get (Debian only;
+    elsewhere it prints what to install)."""
     base = fork.conf["base"]
-    codename = os_codename()
+    osr = distro.os_release()
+    if not osr.is_debian:
+        distro.refuse(fork, osr)
+    codename = osr.codename
     with step("apt sources (deb-src %s%s)" % (
             base["source_suite"], ", bookworm-backports" if codename == "bookworm" else "")):
         changed = ensure_apt_sources(base["source_suite"], codename)
         if changed or update or not apt_has_source(base["package"], base["version"]):
             run(["apt-get", "update"], quiet=True)
-    missing = missing_debs(fork.conf["deps"]["packages"].split())
+    missing = missing_debs(debian_packages(fork))
     if meson_version() < MESON_MIN:
         missing.insert(0, "meson/bookworm-backports" if codename == "bookworm" else "meson")
     from . import uapi  # it reaches debian_mirror() through tool.py

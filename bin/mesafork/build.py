@@ -49,7 +49,8 @@ def uapi_include_options(fork):
 
 def meson_options(fork):
     return (fork.conf["meson"]["options"].split() +
-            ["-Dvulkan-driver-info=%s" % driver_info_tag(fork.conf)] +
+            ["-Dvulkan-driver-info=%s" % driver_info_tag(fork.conf,
+                                                         sources.uses_upstream(fork))] +
             uapi_include_options(fork))
 
 
@@ -140,7 +141,7 @@ def build_client(fork, env, prefix=None):
     """Our programs (top-level meson.build), configured for prefix."""
     prefix = prefix or fork.default_prefix
     opts = ["-Dprefix=" + prefix, "-Dfork_prefix=" + prefix, "-Dfork_build=" + fork.build,
-            "-Dvma_include=" + sources.vma_include(fork)]
+            "-Dvma_include=" + (sources.vma_include(fork) if sources.has_vma(fork) else "")]
     if not os.path.exists(os.path.join(fork.client_build, "build.ninja")):
         run(["meson", "setup", fork.client_build, fork.top] + opts, env=env, quiet=True)
     else:

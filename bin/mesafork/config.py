@@ -28,8 +28,12 @@ def fork_release(conf):
     return "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
 
 
-def driver_info_tag(conf):
-    """The text -Dvulkan-driver-info appends to driverInfo."""
+def driver_info_tag(conf, upstream=False):
+    """The text -Dvulkan-driver-info appends to driverInfo: the fork's
+    release and the base it is built on (upstream: Mesa's release tarball,
+    without Debian's patches)."""
+    if upstream:
+        return "%s, upstream tarball" % fork_release(conf)
     return "%s, Debian %s" % (fork_release(conf), conf["base"]["version"])
 
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from . import apt, build, series, sources
+from . import apt, build, distro, series, sources
 from .config import driver_info_tag, fork_release
 from .proc import die, rel, run, step, write_if_changed
 
@@ -65,8 +65,9 @@ def install_file(src, dst):
     os.replace(tmp, dst)
 
 
-def install_prefix(prefix, build_dir, conf):
-    """Drivers, drm-shims, ICD manifests and env.sh into prefix; returns the manifests."""
+def install_prefix(prefix, build_dir, conf, upstream=False):
+    """Drivers, drm-shims, ICD manifests and env.sh into prefix; returns the
+    manifests. upstream: the build's base is Mesa's release tarball."""
     libdir = os.path.join(prefix, "lib", "mesa-fork")
     icds = []
     for drv, paths in conf["drivers"].items():
@@ -86,7 +87,7 @@ def install_prefix(prefix, build_dir, conf):
         "# Vulkan loaders before VK_DRIVER_FILES existed read this one.\n"
         "export VK_ICD_FILENAMES=%s\n" % (files, files)))
     write_if_changed(os.path.join(prefix, "share", "mesa-fork", "release"),
-                     driver_info_tag(conf) + "\n")
+                     driver_info_tag(conf, upstream) + "\n")
     return icds
 
 
@@ -164,17 +165,57 @@ def demo_drivers(prefix, conf):
     return ok_all
 
 
-def install(fork, prefix=None, no_build=False, no_demo=False):
+def without_apt(fork, tarball, asahi_uapi):
+    """install --no-deps up to the tree: no apt, no dpkg, Mesa's release
+    tarball as the base."""
+    from . import uapi  # it reaches this module through tool.py
+    b = fork.conf["base"]
+    sources.require_tarball(fork, tarball)
+    print("install --no-deps: no apt: nothing is installed and no package source is "
+          "touched; the build dependencies must be there (docs/build-deps.md)")
+    print("install --no-deps: the base is Mesa %s's release tarball, without Debian's "
+          "quilt series (%s's patches are not applied)" % (b["upstream_version"], b["version"]))
+    with step("check build tools"):
+        missing = distro.missing_build_tools(build.build_env(fork.top))
+        if missing:
+            osr = distro.os_release()
+            col = distro.column_for(osr, distro.deps_table(fork.top))
+            hint = ("; %s names them: %s %s" % (distro.DEPS_DOC, col.install,
+                                                " ".join(col.packages))
+                    if col else "; see %s" % distro.DEPS_DOC)
+            die("install --no-deps: missing: %s%s" % (", ".join(missing), hint))
+    print("install: asahi uAPI header: " + uapi.use_local(fork, asahi_uapi))
+    sources.fetch_without_apt(fork, tarball)
+
+
+def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tarball=None,
+            asahi_uapi=None, prepare_only=False):
     """Install the drivers as an alternate ICD into a prefix and show them working."""
     prefix = fork.prefix(prefix)
+    if no_build and (no_deps or tarball or prepare_only):
+        die("install: --no-build installs what is built; it takes no --no-deps, "
+            "--tarball or --prepare-only")
     if not no_build:
-        apt.deps(fork)
-        sources.fetch_chosen(fork)
+        if no_deps:
+            without_apt(fork, tarball, asahi_uapi)
+        else:
+            if asahi_uapi:
+                from . import uapi  # it reaches this module through tool.py
+                print("install: asahi uAPI header: " + uapi.use_local(fork, asahi_uapi))
+            apt.deps(fork)
+            if tarball:
+                sources.fetch(fork, tarball)
+            else:
+                sources.fetch_chosen(fork)
         series.prepare(fork)
+        if prepare_only:
+            print("install: --prepare-only: %s is ready; 'bin/mesa-fork build' compiles "
+                  "it, 'bin/mesa-fork install --no-build' installs it" % rel(fork.tree))
+            return
         build.build(fork)
     env = build.build_env(fork.top)
     with step("install into %s" % prefix):
-        icds = install_prefix(prefix, fork.build, fork.conf)
+        icds = install_prefix(prefix, fork.build, fork.conf, sources.uses_upstream(fork))
     with step("install client into %s/bin" % prefix):
         build.build_client(fork, env, prefix)
         run(["meson", "install", "-C", fork.client_build, "--quiet"], env=env, quiet=True)

@@ -11,9 +11,14 @@ import os
 import shutil
 import subprocess
 import tarfile
+import urllib.error
+import urllib.request
 
-from . import apt
+from . import apt, distro
 from .proc import die, rel, run, step
+
+# Where a system without apt may have the VMA header.
+SYSTEM_VMA_HEADERS = ("/usr/include/vk_mem_alloc.h", "/usr/include/vma/vk_mem_alloc.h")
 
 
 def sha256(path):
@@ -78,7 +83,7 @@ def verify_upstream(fork):
             "run 'bin/mesa-fork fetch --tarball PATH' again" % (rel(path), got, want))
 
 
-def tarball_version(path):
+def tarball_version(path, shown=None):
     """(version, UTC date) of the Mesa release tarball at path: the text of
     its top-level VERSION file and that file's time, which is the release's
     (so the base commit made from it is the same everywhere)."""
@@ -90,7 +95,7 @@ def tarball_version(path):
                     date = datetime.datetime.fromtimestamp(m.mtime, datetime.timezone.utc)
                     return (text.splitlines() or [""])[0], date.strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OSError, tarfile.TarError, EOFError) as e:
-        die("%s is not a readable tarball: %s" % (path, e))
+        die("%s is not a readable tarball: %s" % (shown or path, e))
     return "(no VERSION file)", None
 
 
@@ -109,8 +114,28 @@ def vma_include(fork):
     return os.path.join(fork.work, "deps", "vma", "include")
 
 
-def fetch_vma(fork):
-    """The VMA header from Debian's source package, verified and unpacked."""
+def has_vma(fork):
+    return os.path.exists(os.path.join(vma_include(fork), "vk_mem_alloc.h"))
+
+
+def vma_from_system(fork):
+    """Without apt: the distribution's VMA header, copied, or none (then
+    mesa-fork-memtypes is not built)."""
+    for path in SYSTEM_VMA_HEADERS:
+        if os.path.exists(path):
+            os.makedirs(vma_include(fork), exist_ok=True)
+            shutil.copyfile(path, os.path.join(vma_include(fork), "vk_mem_alloc.h"))
+            print("fetch: VMA header copied from %s (its version is not checked)" % path)
+            return
+    print("fetch: no VMA header (not in %s, no Debian source package cached): "
+          "mesa-fork-memtypes will not be built; the drivers and the other programs "
+          "will" % " or ".join(SYSTEM_VMA_HEADERS))
+
+
+def fetch_vma(fork, use_apt=None):
+    """The VMA header from Debian's source package, verified and unpacked.
+    Without apt (use_apt False, or None on a system that is not Debian):
+    from the cache if the package is there, else from the system."""
     v = fork.conf["vma"]
     orig = "%s_%s.orig.tar.gz" % (v["package"], v["upstream_version"])
     dsc = "%s_%s.dsc" % (v["package"], v["version"])
@@ -123,6 +148,10 @@ def fetch_vma(fork):
                 sha256(os.path.join(fork.cache, n)) != h]
 
     if os.path.exists(header) and not bad():
+        return
+    if bad() and not (on_debian() if use_apt is None else use_apt):
+        if not os.path.exists(header):
+            vma_from_system(fork)
         return
     if bad():
         with step("apt-get source --download-only %s=%s" % (v["package"], v["version"])):
@@ -141,22 +170,52 @@ def fetch_vma(fork):
         os.replace(header + ".tmp", header)
 
 
-def fetch_tarball(fork, path):
+def is_url(arg):
+    return "://" in arg
+
+
+def download(url, dest):
+    """url into dest with urllib; dies with the reason when it cannot."""
+    with step("download %s" % url):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as out:
+                shutil.copyfileobj(r, out, 1 << 20)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dest)
+            die("fetch: cannot download %s: %s" % (url, getattr(e, "reason", e)))
+        print("    %d bytes" % os.path.getsize(dest))
+
+
+def fetch_tarball(fork, path, shown=None):
     """Mesa's release tarball instead of Debian's source: refuses anything
     but the release of the base version, whose sha256 is that of Debian's
-    orig tarball (the very same file)."""
+    orig tarball (the very same file). path may be a URL, downloaded into
+    the cache first and deleted when refused."""
+    if is_url(path):
+        part = os.path.join(fork.cache, "download.part")
+        download(path, part)
+        try:
+            fetch_tarball(fork, part, shown=path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(part)
+        return
     b = fork.conf["base"]
-    with step("verify and copy upstream tarball %s" % path):
+    shown = shown or path
+    with step("verify and copy upstream tarball %s" % shown):
         if not os.path.isfile(path):
             die("fetch: %s: no such file" % path)
-        version, _ = tarball_version(path)
+        if not os.access(path, os.R_OK):
+            die("fetch: %s: not readable" % path)
+        version, _ = tarball_version(path, shown)
         if version != b["upstream_version"]:
-            die("fetch: %s is Mesa %s, the series is for %s" % (path, version,
+            die("fetch: %s is Mesa %s, the series is for %s" % (shown, version,
                                                                 b["upstream_version"]))
         digest = sha256(path)
         if digest != b["sha256_orig"]:
             die("fetch: %s has sha256 %s, not that of Mesa %s's release tarball (%s, "
-                "sha256_orig in config/fork.ini)" % (path, digest, version, b["sha256_orig"]))
+                "sha256_orig in config/fork.ini)" % (shown, digest, version, b["sha256_orig"]))
         dest = upstream_tarball(fork)
         shutil.copyfile(path, dest + ".tmp")
         os.replace(dest + ".tmp", dest)
@@ -164,6 +223,10 @@ def fetch_tarball(fork, path):
             f.write(digest + "\n")
     print("fetch: prepare will use the upstream tarball (no Debian patches); "
           "'bin/mesa-fork fetch' without --tarball switches back to Debian's source")
+
+
+def on_debian():
+    return distro.os_release().is_debian
 
 
 def fetch(fork, tarball=None):
@@ -183,6 +246,11 @@ def fetch(fork, tarball=None):
         print("fetch: %s %s is in %s, sha256 verified" % (b["package"], b["version"],
                                                           rel(fork.cache)))
         return
+    if not on_debian():
+        die("fetch: Debian's source package %s %s is not in %s, and this system is not "
+            "Debian: its apt would not fetch our base. Use Mesa's release tarball: "
+            "'bin/mesa-fork fetch --tarball %s' (a file or URL)"
+            % (b["package"], b["version"], rel(fork.cache), distro.upstream_url(fork.conf)))
     with step("apt-get source --download-only %s=%s" % (b["package"], b["version"])):
         if not apt.apt_has_source(b["package"], b["version"]):
             die("apt does not know source %s %s: run 'bin/mesa-fork deps' first "
@@ -210,3 +278,24 @@ def fetch_chosen(fork):
     verify_upstream(fork)
     print("fetch: the upstream tarball 'fetch --tarball' verified is the base "
           "('bin/mesa-fork fetch' switches back to Debian's source)")
+
+
+def require_tarball(fork, tarball):
+    """Dies unless a tarball is given or one was verified before."""
+    if not tarball and not uses_upstream(fork):
+        die("install --no-deps builds from Mesa's release tarball: pass --tarball FILE "
+            "or --tarball URL, e.g. --tarball %s" % distro.upstream_url(fork.conf))
+
+
+def fetch_without_apt(fork, tarball=None):
+    """What install --no-deps needs, without apt: Mesa's release tarball
+    (a file or URL, or the one fetch --tarball verified before) and the
+    VMA header from the cache or the system."""
+    os.makedirs(fork.cache, exist_ok=True)
+    require_tarball(fork, tarball)
+    fetch_vma(fork, use_apt=False)
+    if tarball:
+        fetch_tarball(fork, tarball)
+        return
+    verify_upstream(fork)
+    print("fetch: the release tarball verified before is the base")

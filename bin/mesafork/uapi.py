@@ -12,6 +12,11 @@ the system's headers (-idirafter): the machine's own kernel headers win
 wherever they exist, and only what they lack (drm/asahi_drm.h and the
 newer linux/ headers its drm.h includes) comes from the package. Mesa's
 meson then checks that the header has what hk needs.
+
+Only on Debian. Elsewhere (install --no-deps) the header comes from a
+directory the user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), whose
+drm/ is copied to the same place, or from the system's kernel headers
+(`use_local`).
 """
 
 import glob
@@ -22,8 +27,49 @@ import subprocess
 from mesafork import tool
 
 
+ENV = "MESA_FORK_ASAHI_UAPI"
+SYSTEM_INCLUDE = "/usr/include"
+
+
 def include_dir(work):
     return os.path.join(work, "deps", "asahi-uapi", "include")
+
+
+def use_local(fork, src=None):
+    """Without apt: makes sure the build finds the header, from src (a
+    directory holding drm/asahi_drm.h), a copy made earlier, or the
+    system's headers; dies with where to get it otherwise. Returns a line
+    saying where it comes from."""
+    c = fork.conf["asahi_uapi"]
+    dest = include_dir(fork.work)
+    stamp = os.path.join(dest, ".source")
+    src = src or os.environ.get(ENV)
+    if src:
+        if not os.path.isfile(os.path.join(src, c["header"])):
+            tool.die("--asahi-uapi %s: no %s there (give the directory that holds "
+                     "drm/, e.g. the usr/include of 'make headers_install')"
+                     % (src, c["header"]))
+        shutil.rmtree(dest, ignore_errors=True)
+        sub = os.path.dirname(c["header"])
+        shutil.copytree(os.path.join(src, sub), os.path.join(dest, sub))
+        what = "%s from %s" % (c["header"], os.path.abspath(src))
+        with open(stamp, "w") as f:
+            f.write(what + "\n")
+        return what
+    if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp):
+        with open(stamp) as f:
+            return f.read().strip() + " (copied before)"
+    system = os.path.join(SYSTEM_INCLUDE, c["header"])
+    if os.path.exists(system):
+        return "%s, the system's kernel headers" % system
+    tool.die("Honeykrisp needs <%s>, the mainline drm/asahi uAPI of Linux 6.16 and "
+             "later, and this system's headers lack it (%s). Install the kernel "
+             "headers package of your distribution if it carries Linux 6.16 or later "
+             "(docs/build-deps.md: kernel-headers on Fedora Asahi Remix, "
+             "linux-api-headers on Arch), or pass --asahi-uapi DIR (or set %s=DIR) "
+             "with DIR/%s, e.g. the usr/include that 'make headers_install' writes in "
+             "a Linux tree. Without apt, mesa-fork does not download it from Debian."
+             % (c["header"], system, ENV, c["header"]))
 
 
 def _apt_options(root, sources):
