@@ -14,8 +14,8 @@ newer linux/ headers its drm.h includes) comes from the package. Mesa's
 meson then checks that the header has what hk needs.
 
 Only on Debian. Elsewhere (install --no-deps) the header comes from a
-directory the user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), whose
-drm/ is copied to the same place, or from the system's kernel headers
+directory the user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), which
+include_dir then links to, or from the system's kernel headers
 (`use_local`).
 """
 
@@ -35,30 +35,40 @@ def include_dir(work):
     return os.path.join(work, "deps", "asahi-uapi", "include")
 
 
+def linked(work):
+    """The directory include_dir(work) links to (--asahi-uapi), or None."""
+    dest = include_dir(work)
+    return os.path.realpath(dest) if os.path.islink(dest) else None
+
+
 def use_local(fork, src=None):
     """Without apt: makes sure the build finds the header, from src (a
-    directory holding drm/asahi_drm.h), a copy made earlier, or the
-    system's headers; dies with where to get it otherwise. Returns a line
-    saying where it comes from."""
+    directory holding drm/asahi_drm.h, linked as include_dir), what was
+    linked or unpacked there before, or the system's headers; dies with
+    where to get it otherwise. Returns a line saying where it comes from."""
     c = fork.conf["asahi_uapi"]
     dest = include_dir(fork.work)
     stamp = os.path.join(dest, ".source")
     src = src or os.environ.get(ENV)
     if src:
+        src = os.path.abspath(src)
         if not os.path.isfile(os.path.join(src, c["header"])):
             tool.die("--asahi-uapi %s: no %s there (give the directory that holds "
-                     "drm/, e.g. the usr/include of 'make headers_install')"
+                     "drm/ and linux/, e.g. the usr/include of 'make headers_install')"
                      % (src, c["header"]))
+        if os.path.islink(dest):
+            os.unlink(dest)
         shutil.rmtree(dest, ignore_errors=True)
-        sub = os.path.dirname(c["header"])
-        shutil.copytree(os.path.join(src, sub), os.path.join(dest, sub))
-        what = "%s from %s" % (c["header"], os.path.abspath(src))
-        with open(stamp, "w") as f:
-            f.write(what + "\n")
-        return what
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        # The whole directory, searched after the system's headers: the
+        # newer drm/ headers include linux/ headers older systems lack.
+        os.symlink(src, dest)
+        return "%s in %s (linked as %s)" % (c["header"], src, tool.rel(dest))
+    if linked(fork.work) and os.path.exists(os.path.join(dest, c["header"])):
+        return "%s in %s (given before)" % (c["header"], linked(fork.work))
     if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp):
         with open(stamp) as f:
-            return f.read().strip() + " (copied before)"
+            return f.read().strip() + " (unpacked before)"
     system = os.path.join(SYSTEM_INCLUDE, c["header"])
     if os.path.exists(system):
         return "%s, the system's kernel headers" % system
@@ -90,6 +100,8 @@ def fetch(work, conf, codename):
     dest = include_dir(work)
     stamp = os.path.join(dest, ".source")
     header = os.path.join(dest, c["header"])
+    if linked(work) and os.path.exists(header):
+        return "%s in %s (--asahi-uapi)" % (c["header"], linked(work))
     if os.path.exists(header) and os.path.exists(stamp):
         return open(stamp).read().strip()
 
@@ -120,6 +132,8 @@ def fetch(work, conf, codename):
     if not os.path.exists(os.path.join(src, c["header"])):
         tool.die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
                  "uAPI header (Linux 6.16 or later)" % (os.path.basename(debs[0]), c["header"]))
+    if os.path.islink(dest):
+        os.unlink(dest)
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     shutil.copytree(src, dest)
