@@ -10,7 +10,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bin"))
 
-from mesafork import build, config as fork_config, install  # noqa: E402
+from mesafork import build, config as fork_config, install, sources  # noqa: E402
 
 WORK = os.environ.get("MESA_FORK_WORK", os.path.join(TOP, ".work"))
 MESA_BUILD = os.path.join(WORK, "build", "mesa")
@@ -52,7 +52,10 @@ def list_devices(env):
 
 
 def fork_tag():
-    return "(%s)" % fork_config.driver_info_tag(config())
+    """What driverInfo ends with: the release and the base the work
+    directory's build is made from (Debian's, or the release tarball)."""
+    upstream = sources.uses_upstream(fork_config.Fork(TOP, WORK))
+    return "(%s)" % fork_config.driver_info_tag(config(), upstream)
 
 
 # tests/run.py counts a skipped test as a failure, except one that needs

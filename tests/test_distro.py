@@ -1,0 +1,368 @@
+# SPDX-License-Identifier: MIT
+"""Systems that are not Debian: `deps` refuses to touch apt there and
+prints that distribution's build dependencies (docs/build-deps.md), and
+`install --no-deps` builds from Mesa's release tarball with no apt at all.
+
+The machine's own apt is never touched: every test points the CLI at an
+os-release file (MESA_FORK_OS_RELEASE) and an apt configuration directory
+(MESA_FORK_APT_ETC) of its own, and puts recording fakes of apt-get, apt,
+apt-cache, dpkg and dpkg-query first on PATH, or no apt at all."""
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import forklib
+from forklib import run
+from mesafork import config, distro, sources
+
+OS_RELEASES = {
+    "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
+              'VERSION_CODENAME=bookworm\nID=debian\n',
+    "ubuntu": 'PRETTY_NAME="Ubuntu 26.04 LTS"\nNAME="Ubuntu"\nVERSION_ID="26.04"\n'
+              'VERSION_CODENAME=resolute\nID=ubuntu\nID_LIKE=debian\n',
+    "mint": 'NAME="Linux Mint"\nPRETTY_NAME="Linux Mint 22.2"\nID=linuxmint\n'
+            'ID_LIKE="ubuntu debian"\nVERSION_CODENAME=zara\n',
+    "kali": 'PRETTY_NAME="Kali GNU/Linux Rolling"\nID=kali\nID_LIKE=debian\n'
+            'VERSION_CODENAME=kali-rolling\n',
+    "fedora": 'NAME="Fedora Linux Asahi Remix"\nID=fedora\nVERSION_ID=42\n'
+              'PRETTY_NAME="Fedora Linux Asahi Remix 42 (Workstation Edition)"\n',
+    "plan9": 'NAME="Plan 9"\nID=plan9\n',
+    "no-id": 'NAME="Something"\n',
+}
+
+# What the fakes answer: enough for deps on Debian to run through.
+FAKE = """#!/bin/sh
+echo "$(basename "$0") $*" >> {log}
+case "$(basename "$0") $1" in
+  "apt-cache showsrc") printf 'Package: mesa\\nVersion: {version}\\n' ;;
+  "dpkg-query "*) printf 'install ok installed' ;;
+esac
+exit 0
+"""
+FAKE_NAMES = ("apt-get", "apt", "apt-cache", "dpkg", "dpkg-query")
+
+
+class Sandbox:
+    """A temporary os-release, apt directory, work directory and recording
+    fakes of the apt tools."""
+
+    def __init__(self, tmp, osr):
+        self.tmp = tmp
+        os.makedirs(tmp, exist_ok=True)
+        self.osr = os.path.join(tmp, "os-release")
+        with open(self.osr, "w") as f:
+            f.write(OS_RELEASES[osr])
+        self.apt = os.path.join(tmp, "apt")
+        os.makedirs(os.path.join(self.apt, "sources.list.d"))
+        with open(os.path.join(self.apt, "sources.list"), "w") as f:
+            f.write("deb http://deb.debian.org/debian bookworm main\n"
+                    if osr == "debian" else
+                    "deb http://archive.ubuntu.com/ubuntu resolute main\n")
+        self.work = os.path.join(tmp, "work")
+        os.makedirs(self.work)
+        self.log = os.path.join(tmp, "apt-calls.log")
+        self.bin = os.path.join(tmp, "fakebin")
+        os.makedirs(self.bin)
+        version = forklib.config()["base"]["version"]
+        for name in FAKE_NAMES:
+            path = os.path.join(self.bin, name)
+            with open(path, "w") as f:
+                f.write(FAKE.format(log=self.log, version=version))
+            os.chmod(path, 0o755)
+
+    def env(self, **extra):
+        env = dict(os.environ, MESA_FORK_OS_RELEASE=self.osr, MESA_FORK_APT_ETC=self.apt,
+                   MESA_FORK_WORK=self.work, PATH=self.bin + ":" + os.environ["PATH"])
+        env.pop("MESA_FORK_ASAHI_UAPI", None)
+        env.update(extra)
+        return env
+
+    def apt_calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def apt_files(self):
+        """Every file under the apt directory with its content."""
+        out = {}
+        for path in glob.glob(os.path.join(self.apt, "**"), recursive=True):
+            if os.path.isfile(path):
+                with open(path) as f:
+                    out[os.path.relpath(path, self.apt)] = f.read()
+        return out
+
+
+def table():
+    return distro.deps_table(forklib.TOP)
+
+
+class DepsTable(unittest.TestCase):
+    def test_debian_column_is_what_deps_installs(self):
+        """The table has the four columns, only Debian's marked tested, and
+        the Debian column holds the build essentials deps needs."""
+        t = table()
+        self.assertEqual(list(t), ["debian", "ubuntu", "fedora", "arch"])
+        self.assertEqual([c.tested for c in t.values()], [True, False, False, False])
+        self.assertEqual([c.install for c in t.values()],
+                         ["apt-get install", "apt-get install", "dnf install",
+                          "pacman -S --needed"])
+        deb = t["debian"].packages
+        for p in ("meson", "ninja-build", "llvm-15-dev", "libdrm-dev", "python3-mako",
+                  "vulkan-validationlayers"):
+            self.assertIn(p, deb)
+        for col in t.values():
+            self.assertNotIn("-", col.packages)
+            self.assertEqual(len(col.packages), len(set(col.packages)), col.key)
+
+    def test_the_config_holds_no_second_list(self):
+        self.assertFalse(forklib.config().has_section("deps"),
+                         "package names live in docs/build-deps.md only")
+
+
+class DepsRefusesOffDebian(unittest.TestCase):
+    def refuse(self, osr, verb=("deps",)):
+        """Runs a verb on a system playing osr; it must stop, touching no
+        apt file and running no apt tool. Returns its stderr."""
+        with tempfile.TemporaryDirectory() as tmp:
+            box = Sandbox(tmp, osr)
+            before = box.apt_files()
+            r = run([forklib.CLI] + list(verb), env=box.env())
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertEqual(box.apt_calls(), [], "an apt tool ran")
+            self.assertEqual(box.apt_files(), before, "the apt configuration changed")
+            self.assertEqual(os.listdir(os.path.join(box.apt, "sources.list.d")), [])
+            return r.stderr
+
+    def assert_lists(self, err, col, others=()):
+        self.assertIn("%s %s" % (col.install, " ".join(col.packages)), err)
+        for name in others:
+            self.assertNotIn(name, err.split())
+
+    def test_ubuntu_refuses_and_lists_ubuntu_names(self):
+        err = self.refuse("ubuntu")
+        self.assertIn("this system is Ubuntu 26.04 LTS (ID=ubuntu ID_LIKE=debian", err)
+        self.assertIn("not Debian", err)
+        self.assertIn("leaves this system's package sources alone", err)
+        self.assert_lists(err, table()["ubuntu"], others=("llvm-15-dev",))
+        self.assertIn("untested, a starting point", err)
+        self.assertIn("install --no-deps --tarball https://archive.mesa3d.org/"
+                      "mesa-25.0.7.tar.xz", err)
+
+    def test_install_on_ubuntu_stops_at_deps(self):
+        """install (without --no-deps) stops before fetch: no apt-get source
+        of Ubuntu's Mesa."""
+        err = self.refuse("ubuntu", verb=("install",))
+        self.assertIn("not Debian", err)
+
+    def test_fetch_on_ubuntu_wants_the_tarball(self):
+        err = self.refuse("ubuntu", verb=("fetch",))
+        self.assertIn("this system is not Debian", err)
+        self.assertIn("fetch --tarball", err)
+
+    def test_mint_takes_the_ubuntu_column(self):
+        self.assert_lists(self.refuse("mint"), table()["ubuntu"])
+
+    def test_a_debian_derivative_gets_debian_names_but_no_debian_suites(self):
+        err = self.refuse("kali")
+        self.assert_lists(err, table()["debian"])
+        self.assertIn("tested on Debian, not on this system", err)
+
+    def test_fedora_refuses_and_lists_fedora_names(self):
+        err = self.refuse("fedora")
+        self.assertIn("Fedora Linux Asahi Remix 42", err)
+        self.assert_lists(err, table()["fedora"],
+                          others=("libexpat1-dev", "g++", "apt-get", "llvm-15-dev"))
+        for name in ("dnf", "gcc-c++", "python3-pyyaml", "kernel-headers", "libdrm-devel"):
+            self.assertIn(name, err.split())
+        self.assertIn("untested", err)
+
+    def test_unknown_distribution_is_a_clear_error(self):
+        err = self.refuse("plan9")
+        self.assertIn("this system is Plan 9 (ID=plan9", err)
+        self.assertIn("has no column for this distribution", err)
+        self.assertIn(" ".join(table()["debian"].packages), err)
+
+    def test_os_release_without_id_is_a_clear_error(self):
+        err = self.refuse("no-id")
+        self.assertIn("has no ID= line", err)
+
+    def test_missing_os_release_is_a_clear_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            box = Sandbox(tmp, "ubuntu")
+            missing = os.path.join(tmp, "nothing")
+            r = run([forklib.CLI, "deps"], env=box.env(MESA_FORK_OS_RELEASE=missing))
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("cannot read %s: no such file" % missing, r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertEqual(box.apt_calls(), [])
+
+
+class DepsOnDebian(unittest.TestCase):
+    def test_debian_adds_the_deb_src_entry_in_the_apt_directory_given(self):
+        """The control for the refusals: with a Debian os-release, the same
+        sandbox does get the deb-src entry and apt-get runs, so the
+        overrides really steer where deps writes and what it runs."""
+        with tempfile.TemporaryDirectory() as tmp:
+            box = Sandbox(tmp, "debian")
+            inc = os.path.join(box.work, "deps", "asahi-uapi", "include")
+            os.makedirs(os.path.join(inc, "drm"))
+            open(os.path.join(inc, "drm", "asahi_drm.h"), "w").close()
+            with open(os.path.join(inc, ".source"), "w") as f:
+                f.write("drm/asahi_drm.h from a test\n")
+            r = run([forklib.CLI, "deps"], env=box.env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            written = box.apt_files().get(os.path.join("sources.list.d", "mesa-fork.sources"))
+            self.assertIsNotNone(written, box.apt_files())
+            self.assertIn("Types: deb-src\nURIs: http://deb.debian.org/debian\n"
+                          "Suites: trixie\n", written)
+            self.assertIn("Suites: bookworm-backports", written)
+            self.assertIn("apt-get update", box.apt_calls())
+            queried = [c.split()[-1] for c in box.apt_calls() if c.startswith("dpkg-query")]
+            self.assertEqual(sorted(queried),
+                             sorted(p for p in table()["debian"].packages if p != "meson"))
+            self.assertIn("everything is installed already", r.stdout)
+
+
+def path_without_apt(tmp):
+    """A directory of links to every command on PATH except apt* and dpkg*."""
+    farm = os.path.join(tmp, "noapt-bin")
+    os.makedirs(farm)
+    for d in os.environ["PATH"].split(":"):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            src = os.path.join(d, name)
+            dst = os.path.join(farm, name)
+            if name.startswith(("apt", "dpkg")) or os.path.lexists(dst):
+                continue
+            if os.path.isfile(src) and os.access(src, os.X_OK):
+                os.symlink(src, dst)
+    return farm
+
+
+def fake_release(tmp, content="25.0.7\n"):
+    """A tarball that says it is Mesa 25.0.7 and is not the release."""
+    src = os.path.join(tmp, "fake", "mesa-25.0.7")
+    os.makedirs(src)
+    with open(os.path.join(src, "VERSION"), "w") as f:
+        f.write(content)
+    tarball = os.path.join(tmp, "mesa-25.0.7.tar.xz")
+    subprocess.run(["tar", "cJf", tarball, "-C", os.path.dirname(src), "mesa-25.0.7"],
+                   check=True)
+    return tarball
+
+
+def uapi_dir(tmp):
+    d = os.path.join(tmp, "kernel-headers")
+    os.makedirs(os.path.join(d, "drm"))
+    open(os.path.join(d, "drm", "asahi_drm.h"), "w").close()
+    return d
+
+
+class InstallWithoutApt(unittest.TestCase):
+    def no_apt(self, tmp, args, osr="ubuntu"):
+        """install --no-deps ARGS on a system playing osr with neither apt
+        nor dpkg on PATH."""
+        box = Sandbox(tmp, osr)
+        env = box.env(PATH=path_without_apt(tmp))
+        for tool in ("apt-get", "apt", "apt-cache", "dpkg", "dpkg-query"):
+            self.assertIsNone(shutil.which(tool, path=env["PATH"]))
+        r = run([forklib.CLI, "install", "--no-deps"] + args, env=env, timeout=900)
+        self.assertNotIn("Traceback", r.stderr)
+        return box, r
+
+    def test_prepares_the_release_tarball_with_our_series_only(self):
+        orig = os.path.join(forklib.WORK, "cache", "mesa_25.0.7.orig.tar.xz")
+        with tempfile.TemporaryDirectory() as tmp:
+            headers = uapi_dir(tmp)
+            box, r = self.no_apt(tmp, ["--tarball", orig, "--asahi-uapi", headers,
+                                       "--prepare-only"])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("without Debian's quilt series", r.stdout)
+            self.assertIn("drm/asahi_drm.h in %s" % headers, r.stdout)
+            self.assertIn("mesa-fork-memtypes will not be built", r.stdout)
+            patches = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
+            self.assertIn("= base + %d patches" % len(patches), r.stdout)
+            self.assertIn("--prepare-only", r.stdout)
+            tree = os.path.join(box.work, "mesa")
+
+            def git(*a):
+                return subprocess.run(["git", "-C", tree] + list(a), capture_output=True,
+                                      text=True, check=True).stdout
+
+            self.assertEqual(git("log", "-1", "--format=%s", "base").strip(),
+                             "Mesa 25.0.7 (upstream tarball)")
+            self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
+            # Our series, in order, and nothing else above the base.
+            subjects = []
+            for p in patches:
+                with open(p) as f:
+                    subj = next(l for l in f if l.startswith("Subject: "))
+                subjects.append(subj[len("Subject: [PATCH] "):].strip())
+            got = git("log", "--reverse", "--format=%s", "base..HEAD").splitlines()
+            self.assertEqual([g[:40] for g in got], [s[:40] for s in subjects])
+            # None of Debian's patches is applied: each still applies forward.
+            deb = os.path.join(tmp, "deb")
+            os.makedirs(deb)
+            subprocess.run(["tar", "xJf", os.path.join(forklib.WORK, "cache",
+                            "mesa_25.0.7-2+deb13u1.debian.tar.xz"), "-C", deb], check=True)
+            pdir = os.path.join(deb, "debian", "patches")
+            with open(os.path.join(pdir, "series")) as f:
+                series = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
+            self.assertTrue(series)
+            for p in series:
+                c = subprocess.run(["patch", "-p1", "--dry-run", "-N", "-s", "-i",
+                                    os.path.join(pdir, p)], cwd=tree, capture_output=True)
+                self.assertEqual(c.returncode, 0, "Debian's %s does not apply forward: "
+                                 "applied already?" % p)
+            # What the build then tells driverInfo.
+            self.assertTrue(sources.uses_upstream(config.Fork(forklib.TOP, box.work)))
+
+    def test_refuses_a_tarball_with_the_wrong_checksum(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = fake_release(tmp)
+            for n, given in enumerate((fake, "file://" + fake)):
+                with self.subTest(tarball=given):
+                    run_dir = os.path.join(tmp, "run%d" % n)
+                    box, r = self.no_apt(run_dir, ["--tarball", given,
+                                                   "--asahi-uapi", uapi_dir(run_dir)])
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertIn("%s has sha256 " % given, r.stderr)
+                    self.assertIn("not that of Mesa 25.0.7's release tarball", r.stderr)
+                    cache = os.path.join(box.work, "cache")
+                    self.assertEqual(sorted(os.listdir(cache)), [],
+                                     "a refused tarball must leave nothing usable")
+                    self.assertFalse(os.path.exists(os.path.join(box.work, "mesa")))
+
+    def test_bad_input_is_a_clear_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            junk = os.path.join(tmp, "junk.tar.xz")
+            with open(junk, "w") as f:
+                f.write("not a tarball\n")
+            headers = ["--asahi-uapi", uapi_dir(tmp)]
+            cases = [
+                (headers, "pass --tarball FILE or --tarball URL"),
+                (headers + ["--tarball", os.path.join(tmp, "missing.tar.xz")],
+                 "no such file"),
+                (headers + ["--tarball", junk], "is not a readable tarball"),
+                (headers + ["--tarball", "file://" + os.path.join(tmp, "missing.tar.xz")],
+                 "cannot download"),
+                (["--tarball", junk, "--asahi-uapi", tmp], "--asahi-uapi %s: no drm/" % tmp),
+            ]
+            if not os.path.exists("/usr/include/drm/asahi_drm.h"):
+                cases.append((["--tarball", junk], "Honeykrisp needs <drm/asahi_drm.h>"))
+            for n, (args, message) in enumerate(cases):
+                with self.subTest(args=args):
+                    _, r = self.no_apt(os.path.join(tmp, "case%d" % n), args)
+                    self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                    self.assertIn(message, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
