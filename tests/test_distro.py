@@ -266,11 +266,20 @@ def uapi_dir(tmp):
 
 
 class InstallWithoutApt(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.farm_dir = tempfile.TemporaryDirectory()
+        cls.farm = path_without_apt(cls.farm_dir.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.farm_dir.cleanup()
+
     def no_apt(self, tmp, args, osr="ubuntu"):
         """install --no-deps ARGS on a system playing osr with neither apt
         nor dpkg on PATH."""
         box = Sandbox(tmp, osr)
-        env = box.env(PATH=path_without_apt(tmp))
+        env = box.env(PATH=self.farm)
         for tool in ("apt-get", "apt", "apt-cache", "dpkg", "dpkg-query"):
             self.assertIsNone(shutil.which(tool, path=env["PATH"]))
         r = run([forklib.CLI, "install", "--no-deps"] + args, env=env, timeout=900)
