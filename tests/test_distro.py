@@ -290,9 +290,14 @@ class InstallWithoutApt(unittest.TestCase):
         orig = os.path.join(forklib.WORK, "cache", "mesa_25.0.7.orig.tar.xz")
         with tempfile.TemporaryDirectory() as tmp:
             headers = uapi_dir(tmp)
-            box, r = self.no_apt(tmp, ["--tarball", orig, "--asahi-uapi", headers,
-                                       "--prepare-only"])
+            # As a URL: downloaded with urllib, then verified (a plain path
+            # is what test_series gives fetch --tarball).
+            box, r = self.no_apt(tmp, ["--tarball", "file://" + orig, "--asahi-uapi",
+                                       headers, "--prepare-only"])
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("download file://" + orig, r.stdout)
+            self.assertEqual(sorted(os.listdir(os.path.join(box.work, "cache"))),
+                             ["upstream.sha256", "upstream.tar.xz"])
             self.assertIn("without Debian's quilt series", r.stdout)
             self.assertIn("drm/asahi_drm.h in %s" % headers, r.stdout)
             self.assertIn("mesa-fork-memtypes will not be built", r.stdout)
