@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 from .benchsync import BACKEND_OPS as LLAMA_OPS, STOCK_KNOBS as KNOBS
-from .config import driver_info_tag
+from .config import driver_info_tag, fork_release
 from .install import fork_env, list_devices
 from .proc import die, rel
 
@@ -143,7 +143,7 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         die("report: --model %s: no such file" % model)
     # Real devices first: only those whose driverInfo names the fork. A
     # machine without any runs on the shims, labelled, and says why.
-    tag = driver_info_tag(fork.conf)
+    tag = fork_release(fork.conf)
     envs, missing = {}, {}
     if not dry:
         for drv in DRIVERS:
@@ -170,7 +170,11 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         md += ["**DRY RUN on drm-shim: no GPU was found, so every step ran on the fork's "
                "drm-shims, where nothing executes on a GPU. No figure below is a hardware "
                "measurement; this report only shows that the steps run.**", ""]
-    md += ["| | |", "|---|---|", "| fork | %s |" % driver_info_tag(fork.conf),
+    # What the prefix was built as (the Debian base or the release tarball).
+    release = os.path.join(prefix, "share", "mesa-fork", "release")
+    built = open(release).read().strip() if os.path.exists(release) \
+        else driver_info_tag(fork.conf)
+    md += ["| | |", "|---|---|", "| fork | %s |" % built,
            "| date | %s |" % now.strftime("%Y-%m-%d %H:%M UTC"),
            "| mode | %s |" % ("dry run on drm-shim" if dry else "hardware")]
     md += ["| %s | %s |" % kv for kv in machine()]
