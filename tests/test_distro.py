@@ -17,7 +17,7 @@ import unittest
 
 import forklib
 from forklib import run
-from mesafork import config, distro, sources
+from mesafork import apt, config, distro, sources
 
 OS_RELEASES = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
@@ -376,6 +376,23 @@ class InstallWithoutApt(unittest.TestCase):
                     _, r = self.no_apt(os.path.join(tmp, "case%d" % n), args)
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                     self.assertIn(message, r.stderr)
+
+
+class DebianLlvm(unittest.TestCase):
+    """The Debian column names bookworm's LLVM 15; trixie has only 19."""
+
+    def test_trixie_gets_llvm_19_and_bookworm_15(self):
+        fork = config.Fork(forklib.TOP)
+        bookworm = apt.debian_packages(fork, "bookworm")
+        trixie = apt.debian_packages(fork, "trixie")
+        self.assertIn("llvm-15-dev", bookworm)
+        self.assertEqual([p for p in trixie if "15" in p], [])
+        self.assertEqual(sorted(set(trixie) - set(bookworm)),
+                         ["clang-19", "libclang-19-dev", "libclang-cpp19-dev", "libclc-19",
+                          "libclc-19-dev", "libllvmspirvlib-19-dev", "llvm-19-dev",
+                          "llvm-spirv-19"])
+        # Nothing else changes.
+        self.assertEqual(len(trixie), len(bookworm))
 
 
 if __name__ == "__main__":

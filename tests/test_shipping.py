@@ -198,5 +198,31 @@ class AptPinning(unittest.TestCase):
         self.assertIn("```\n# %s\n%s```" % (deb.PIN_FILE, deb.PIN_PREFERENCES), doc)
 
 
+class ChrootRemoval(unittest.TestCase):
+    """`deb` removes its chroots anew; a run killed while they were mounted
+    leaves host directories bind-mounted inside, and removing the chroot
+    must not remove them."""
+
+    def test_remove_tree_never_follows_a_bind_mount(self):
+        from mesafork import deb
+        with tempfile.TemporaryDirectory() as tmp:
+            host = os.path.join(tmp, "host")
+            root = os.path.join(tmp, "chroot")
+            os.makedirs(host)
+            os.makedirs(os.path.join(root, "dev"))
+            with open(os.path.join(host, "keep"), "w") as f:
+                f.write("host file\n")
+            r = subprocess.run(["mount", "--bind", host, os.path.join(root, "dev")])
+            self.assertEqual(r.returncode, 0, "this test needs root, as CI runs")
+            try:
+                self.assertEqual(deb.mounts_under(root), [os.path.join(root, "dev")])
+                deb.remove_tree(root)
+            finally:
+                subprocess.run(["umount", "-l", os.path.join(root, "dev")],
+                               stderr=subprocess.DEVNULL)
+            self.assertFalse(os.path.exists(root))
+            self.assertEqual(open(os.path.join(host, "keep")).read(), "host file\n")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -121,10 +121,17 @@ def meson_version():
     return tuple(int(x) for x in re.findall(r"\d+", r.stdout)[:3])
 
 
-def debian_packages(fork):
+# The LLVM of the Debian column is bookworm's 15; trixie has 19, not 15.
+LLVM_BY_CODENAME = {"bookworm": "15", "trixie": "19"}
+
+
+def debian_packages(fork, codename="bookworm"):
     """The Debian column of docs/build-deps.md, less meson (deps checks
-    its version and takes it from bookworm-backports on bookworm)."""
-    return [p for p in distro.deps_table(fork.top)["debian"].packages if p != "meson"]
+    its version and takes it from bookworm-backports on bookworm), with
+    the LLVM version of the release (the column names bookworm's)."""
+    llvm = LLVM_BY_CODENAME.get(codename, LLVM_BY_CODENAME["bookworm"])
+    return [re.sub(r"(?<=[a-z])(-?)15(?=$|-)", r"\g<1>" + llvm, p)
+            for p in distro.deps_table(fork.top)["debian"].packages if p != "meson"]
 
 
 def deps(fork, update=False):
@@ -140,7 +147,7 @@ def deps(fork, update=False):
         changed = ensure_apt_sources(base["source_suite"], codename)
         if changed or update or not apt_has_source(base["package"], base["version"]):
             run(["apt-get", "update"], quiet=True)
-    missing = missing_debs(debian_packages(fork))
+    missing = missing_debs(debian_packages(fork, codename))
     if meson_version() < MESON_MIN:
         missing.insert(0, "meson/bookworm-backports" if codename == "bookworm" else "meson")
     from . import uapi  # it reaches debian_mirror() through tool.py

@@ -38,6 +38,33 @@ KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def mounts_under(root):
+    """Mount points at or below root, deepest first, from the kernel's
+    table (what an earlier, killed run may have left bind-mounted)."""
+    root = os.path.realpath(root)
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point == root or point.startswith(root + "/"):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def remove_tree(root):
+    """rm -rf of a chroot, never through a bind mount into the host: what
+    is still mounted below it is unmounted first, and the removal stays on
+    the chroot's file system."""
+    if not os.path.exists(root):
+        return
+    for point in mounts_under(root):
+        subprocess.run(["umount", "-l", point])
+    left = mounts_under(root)
+    if left:
+        die("deb: %s is still mounted; not removing %s" % (left[0], rel(root)))
+    run(["rm", "-rf", "--one-file-system", root], quiet=True)
+
+
 class Chroot:
     """A debootstrapped Debian tree at root, with bind mounts while in
     mounted()."""
@@ -62,8 +89,7 @@ class Chroot:
         if not os.path.exists(done):
             with step("debootstrap --variant=%s %s into %s (mirror %s)"
                       % (variant, suite, rel(self.root), mirror)):
-                if os.path.exists(self.root):
-                    shutil.rmtree(self.root)
+                remove_tree(self.root)
                 os.makedirs(os.path.dirname(self.root), exist_ok=True)
                 run(["debootstrap", "--variant=" + variant, suite, self.root, mirror],
                     quiet=True)
@@ -309,6 +335,10 @@ def pin_check(fork, chroot):
             "%s with it (want %s)" % (without, update, pinned, ours))
 
 
+DRIVER_NAMES = {"asahi": "Honeykrisp", "panfrost": "panvk",
+                "intel": "Intel open-source Mesa driver"}
+
+
 def show_drivers(fork, chroot, prefix):
     """Each driver from /usr/share/vulkan/icd.d on its drm-shim, inside the
     test chroot, with mesa-fork-vkcheck under the validation layer."""
@@ -325,7 +355,11 @@ def show_drivers(fork, chroot, prefix):
               % (drv, " ".join("%s=%s" % kv for kv in shim_env_pairs(conf, drv).items())))
         lines = chroot_vulkaninfo(chroot, env)
         print("\n".join("  vulkaninfo: " + line for line in lines))
-        shown = any(tag in line for line in lines)
+        # The driver's own name too: on a host with a GPU, /dev is bound in
+        # and its real device would carry the same tag.
+        shown = any(tag in line for line in lines) and \
+            any(line.startswith("driverName") and line.split("=", 1)[1].strip().startswith(
+                DRIVER_NAMES[drv]) for line in lines)
         c = chroot.capture([os.path.join(SHIMS_INSIDE, "mesa-fork-vkcheck"), "--validate"],
                            env=env)
         for line in c.stdout.splitlines():
@@ -358,7 +392,7 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
     test = Chroot(os.path.join(fork.work, "chroot", "%s-test" % suite),
                   [(work_deb, INSIDE)])
     with step("fresh test chroot %s (a copy of %s)" % (rel(test.root), rel(base.root))):
-        shutil.rmtree(test.root, ignore_errors=True)
+        remove_tree(test.root)
         run(["cp", "-a", "--reflink=auto", base.root, test.root])
     shims = os.path.join(test.root, SHIMS_INSIDE.lstrip("/"))
     os.makedirs(shims)
@@ -401,6 +435,11 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
     chroot, lint them, and show mesa-vulkan-drivers working in another."""
     if os.geteuid() != 0:
         die("deb: run as root (debootstrap, chroot and bind mounts need it)")
+    from . import distro
+    osr = distro.os_release()
+    if not osr.is_debian:
+        die("deb: builds Debian packages with Debian's debootstrap and archive; this is "
+            "%s, not Debian" % osr.describe())
     conf = fork.conf["deb"]
     suite = conf["suite"]
     profile = None if full else fork.conf["debsrc"]["profile"]
