@@ -279,7 +279,10 @@ class InstallWithoutApt(unittest.TestCase):
         """install --no-deps ARGS on a system playing osr with neither apt
         nor dpkg on PATH."""
         box = Sandbox(tmp, osr)
-        env = box.env(PATH=self.farm)
+        # Debian's debian.tar.xz (the security fixes) comes from a pool: a
+        # file:// one here, so that the test needs no network.
+        env = box.env(PATH=self.farm, MESA_FORK_DEBIAN_POOL="file://" + os.path.join(
+            forklib.WORK, "cache"))
         for tool in ("apt-get", "apt", "apt-cache", "dpkg", "dpkg-query"):
             self.assertIsNone(shutil.which(tool, path=env["PATH"]))
         r = run([forklib.CLI, "install", "--no-deps"] + args, env=env, timeout=900)
@@ -296,9 +299,14 @@ class InstallWithoutApt(unittest.TestCase):
                                        headers, "--prepare-only"])
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("download file://" + orig, r.stdout)
+            self.assertIn("download file://%s/mesa_25.0.7-2+deb13u1.debian.tar.xz"
+                          % os.path.join(forklib.WORK, "cache"), r.stdout)
             self.assertEqual(sorted(os.listdir(os.path.join(box.work, "cache"))),
-                             ["upstream.sha256", "upstream.tar.xz"])
-            self.assertIn("without Debian's quilt series", r.stdout)
+                             ["mesa_25.0.7-2+deb13u1.debian.tar.xz", "upstream.sha256",
+                              "upstream.tar.xz"])
+            self.assertIn("with Debian's security fixes (backport_STACK_ARRAY.patch, "
+                          "CVE-2026-40393-part1.patch, CVE-2026-40393-part2.patch) and none "
+                          "of 25.0.7-2+deb13u1's other patches", r.stdout)
             self.assertIn("drm/asahi_drm.h in %s" % headers, r.stdout)
             self.assertIn("mesa-fork-memtypes will not be built", r.stdout)
             patches = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
@@ -311,7 +319,7 @@ class InstallWithoutApt(unittest.TestCase):
                                       text=True, check=True).stdout
 
             self.assertEqual(git("log", "-1", "--format=%s", "base").strip(),
-                             "Mesa 25.0.7 (upstream tarball)")
+                             "Mesa 25.0.7 (upstream tarball, Debian's security fixes)")
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
             # Our series, in order, and nothing else above the base.
             subjects = []
@@ -321,7 +329,8 @@ class InstallWithoutApt(unittest.TestCase):
                 subjects.append(subj[len("Subject: [PATCH] "):].strip())
             got = git("log", "--reverse", "--format=%s", "base..HEAD").splitlines()
             self.assertEqual([g[:40] for g in got], [s[:40] for s in subjects])
-            # None of Debian's patches is applied: each still applies forward.
+            # Debian's security fixes are applied (each reverses cleanly) and
+            # none of its other patches (each still applies forward).
             deb = os.path.join(tmp, "deb")
             os.makedirs(deb)
             subprocess.run(["tar", "xJf", os.path.join(forklib.WORK, "cache",
@@ -330,11 +339,15 @@ class InstallWithoutApt(unittest.TestCase):
             with open(os.path.join(pdir, "series")) as f:
                 series = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
             self.assertTrue(series)
+            fixes = forklib.config()["base"]["security_patches"].split()
+            self.assertEqual(len(fixes), 3)
             for p in series:
-                c = subprocess.run(["patch", "-p1", "--dry-run", "-N", "-s", "-i",
-                                    os.path.join(pdir, p)], cwd=tree, capture_output=True)
-                self.assertEqual(c.returncode, 0, "Debian's %s does not apply forward: "
-                                 "applied already?" % p)
+                applied = p in fixes
+                c = subprocess.run(["patch", "-p1", "--dry-run", "-s", "-i",
+                                    os.path.join(pdir, p)] + (["-R"] if applied else ["-N"]),
+                                   cwd=tree, capture_output=True)
+                self.assertEqual(c.returncode, 0, "Debian's %s is %s" % (
+                    p, "not applied" if applied else "applied, or does not apply"))
             # What the build then tells driverInfo.
             self.assertTrue(sources.uses_upstream(config.Fork(forklib.TOP, box.work)))
 

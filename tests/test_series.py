@@ -266,7 +266,8 @@ class Fetch(unittest.TestCase):
             tree = os.path.join(work, "mesa")
             base = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s%n%cI", "base"],
                                   capture_output=True, text=True).stdout.split()
-            self.assertEqual(" ".join(base[:-1]), "Mesa 25.0.7 (upstream tarball)")
+            self.assertEqual(" ".join(base[:-1]),
+                             "Mesa 25.0.7 (upstream tarball, Debian's security fixes)")
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
             # The base commit carries the release's date: that of its VERSION file.
             listing = subprocess.run(["tar", "tvf", self._orig(), "--full-time",

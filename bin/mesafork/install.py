@@ -173,12 +173,9 @@ def without_apt(fork, tarball, asahi_uapi):
     sources.require_tarball(fork, tarball)
     print("install --no-deps: no apt: nothing is installed and no package source is "
           "touched; the build dependencies must be there (docs/build-deps.md)")
-    print("install --no-deps: the base is Mesa %s's release tarball, without Debian's "
-          "quilt series (%s's patches are not applied)" % (b["upstream_version"], b["version"]))
-    print("install --no-deps: WARNING: that leaves out Debian's fix for CVE-2026-40393 in "
-          "the SPIR-V front end every driver here compiles shaders with "
-          "(src/compiler/spirv/spirv_to_nir.c, src/compiler/nir/nir_functions.c); use it "
-          "only with trusted shaders, or build on Debian (see docs/build-deps.md)")
+    print("install --no-deps: the base is Mesa %s's release tarball with Debian's security "
+          "fixes (%s) and none of %s's other patches"
+          % (b["upstream_version"], ", ".join(sources.security_patches(fork)), b["version"]))
     with step("check build tools"):
         missing = distro.missing_build_tools(build.build_env(fork.top))
         if missing:

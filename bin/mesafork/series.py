@@ -117,7 +117,7 @@ def base_message(fork):
     """The subject of the base commit prepare makes from what fetch chose."""
     b = fork.conf["base"]
     if sources.uses_upstream(fork):
-        return "Mesa %s (upstream tarball)" % b["upstream_version"]
+        return "Mesa %s (upstream tarball, Debian's security fixes)" % b["upstream_version"]
     return "Debian mesa %s, quilt series applied" % b["version"]
 
 
@@ -150,6 +150,24 @@ def unpack_base(fork):
         tarball = sources.upstream_tarball(fork)
         with step("unpack upstream tarball"):
             run(["tar", "xf", tarball, "--strip-components=1", "-C", fork.tree])
+        fixes = sources.security_patches(fork)
+        debian_tar = sources.verify_debian_fixes(fork)
+        if not debian_tar:
+            die("prepare: Debian's %s, which holds the security fixes, is missing or not "
+                "verified; run 'bin/mesa-fork fetch --tarball ...' again"
+                % sources.debian_files(fork)["debian"][0])
+        with step("apply Debian's security fixes: %s" % ", ".join(fixes)):
+            for p in fixes:
+                text = subprocess.run(["tar", "xJOf", debian_tar, "debian/patches/" + p],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                if text.returncode != 0 or not text.stdout:
+                    die("prepare: %s holds no debian/patches/%s" % (debian_tar, p))
+                r = subprocess.run(["patch", "-p1", "-s", "--no-backup-if-mismatch"],
+                                   input=text.stdout, cwd=fork.tree, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+                if r.returncode != 0:
+                    die("prepare: Debian's %s does not apply to the release tarball:\n%s"
+                        % (p, r.stdout.decode(errors="replace")))
         return sources.tarball_version(tarball)[1]
     orig = sources.debian_file(fork, "orig")
     with step("unpack %s and debian/" % os.path.basename(orig)):

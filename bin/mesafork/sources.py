@@ -174,8 +174,9 @@ def is_url(arg):
     return "://" in arg
 
 
-def download(url, dest):
-    """url into dest with urllib; dies with the reason when it cannot."""
+def download(url, dest, hint=""):
+    """url into dest with urllib; dies with the reason (and hint) when it
+    cannot."""
     with step("download %s" % url):
         try:
             with urllib.request.urlopen(url, timeout=60) as r, open(dest, "wb") as out:
@@ -183,7 +184,7 @@ def download(url, dest):
         except (urllib.error.URLError, OSError, ValueError) as e:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(dest)
-            die("fetch: cannot download %s: %s" % (url, getattr(e, "reason", e)))
+            die("fetch: cannot download %s: %s%s" % (url, getattr(e, "reason", e), hint))
         print("    %d bytes" % os.path.getsize(dest))
 
 
@@ -221,8 +222,42 @@ def fetch_tarball(fork, path, shown=None):
         os.replace(dest + ".tmp", dest)
         with open(upstream_sha256(fork), "w") as f:
             f.write(digest + "\n")
-    print("fetch: prepare will use the upstream tarball (no Debian patches); "
-          "'bin/mesa-fork fetch' without --tarball switches back to Debian's source")
+    fetch_debian_fixes(fork)
+    print("fetch: prepare will use the upstream tarball with Debian's security fixes (%s) "
+          "and none of its other patches; 'bin/mesa-fork fetch' without --tarball switches "
+          "back to Debian's source" % ", ".join(security_patches(fork)))
+
+
+def security_patches(fork):
+    return fork.conf["base"]["security_patches"].split()
+
+
+def verify_debian_fixes(fork):
+    """Path of Debian's debian.tar.xz when it is cached and verified."""
+    name, want = debian_files(fork)["debian"]
+    path = os.path.join(fork.cache, name)
+    return path if os.path.exists(path) and sha256(path) == want else None
+
+
+def fetch_debian_fixes(fork):
+    """Debian's debian.tar.xz of the base, which holds the security fixes
+    a tarball build carries: the cached one, else from Debian's pool over
+    HTTPS (no apt), sha256 verified against sha256_debian."""
+    if verify_debian_fixes(fork):
+        return
+    name, want = debian_files(fork)["debian"]
+    # MESA_FORK_DEBIAN_POOL: another pool, a mirror or a file:// directory.
+    pool = os.environ.get("MESA_FORK_DEBIAN_POOL") or fork.conf["base"]["debian_pool"]
+    url = pool.rstrip("/") + "/" + name
+    path = os.path.join(fork.cache, name)
+    download(url, path + ".part", hint="; Debian's security fixes (%s) come from that file: "
+             "put it in %s and run again" % (", ".join(security_patches(fork)), rel(fork.cache)))
+    got = sha256(path + ".part")
+    if got != want:
+        os.unlink(path + ".part")
+        die("fetch: %s has sha256 %s, not %s (sha256_debian in config/fork.ini)"
+            % (url, got, want))
+    os.replace(path + ".part", path)
 
 
 def on_debian():
@@ -276,6 +311,7 @@ def fetch_chosen(fork):
         return
     fetch_vma(fork)
     verify_upstream(fork)
+    fetch_debian_fixes(fork)
     print("fetch: the upstream tarball 'fetch --tarball' verified is the base "
           "('bin/mesa-fork fetch' switches back to Debian's source)")
 
@@ -298,4 +334,5 @@ def fetch_without_apt(fork, tarball=None):
         fetch_tarball(fork, tarball)
         return
     verify_upstream(fork)
+    fetch_debian_fixes(fork)
     print("fetch: the release tarball verified before is the base")
