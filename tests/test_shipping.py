@@ -79,6 +79,19 @@ class DebianSourcePackage(unittest.TestCase):
         # The packager and the time of SOURCE_DATE_EPOCH, not the patches' author.
         trailers = [l for l in entry if l.startswith(" -- ")]
         self.assertEqual(trailers, [" -- %s  Tue, 02 Dec 2025 00:00:00 +0000" % self.MAINTAINER])
+        # The entry says what changed in debian/, not only the patches.
+        text = "\n".join(entry)
+        self.assertIn("\n  * Build profile pkg.mesa.forkonly: only mesa-vulkan-drivers", text)
+        self.assertEqual([l for l in entry if len(l) > 80], [])
+
+    def test_the_fork_maintains_the_package(self):
+        for name in ("control", "control.in"):
+            with open(os.path.join(self.tree, "debian", name)) as f:
+                head = f.read().split("\n\n", 1)[0].splitlines()
+            self.assertIn("Maintainer: %s" % self.MAINTAINER, head, name)
+            self.assertIn("XSBC-Original-Maintainer: Debian X Strike Force "
+                          "<debian-x@lists.debian.org>", head, name)
+            self.assertEqual([l for l in head if l.startswith("Vcs-")], [], name)
 
     def control(self, name="control"):
         """(source stanza, {package: stanza}) of debian/<name>, each stanza

@@ -10,6 +10,7 @@ import glob
 import os
 import shutil
 import tempfile
+import textwrap
 
 from . import series, sources
 from .config import debian_version, fork_release
@@ -189,11 +190,35 @@ def changelog_date():
     return email.utils.format_datetime(dt)
 
 
-def prepend_changelog(path, package, version, patches, date, who):
+def set_maintainer(path, who):
+    """The fork's packager maintains the package; Debian's maintainer is
+    kept as XSBC-Original-Maintainer, as derivatives do, and the
+    Vcs-* fields, which name Debian's repository, are dropped."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    out, done = [], False
+    for line in lines:
+        if line.startswith("Maintainer:") and not done:
+            out += ["Maintainer: %s" % who,
+                    "XSBC-Original-Maintainer:%s" % line[len("Maintainer:"):]]
+            done = True
+        elif line.startswith(("Vcs-Git:", "Vcs-Browser:")):
+            continue
+        else:
+            out.append(line)
+    if not done:
+        die("debsrc: %s has no Maintainer field" % path)
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def prepend_changelog(path, package, version, patches, date, who, changes=()):
     lines = ["%s (%s) UNRELEASED; urgency=medium" % (package, version), "",
              "  * Apply the mesa-fork series (%d patches):" % len(patches)]
     for p in patches:
         lines.append("    - %s" % os.path.basename(p))
+    for c in changes:   # wrapped as dch does, within 80 columns
+        lines += textwrap.wrap(c, 78, initial_indent="  * ", subsequent_indent="    ")
     lines += ["", " -- %s  %s" % (who, date), "", ""]
     with open(path) as f:
         old = f.read()
@@ -234,13 +259,23 @@ def debsrc(fork, output=None):
             # adds only the fork's name and release.
             patch_debian_rules(os.path.join(src, "debian", "rules"), fork_release(fork.conf),
                                archs, d["profile"], d["profile_vulkan_drivers"].split())
-        with step("debian/control, control.in: what profile %s skips" % d["profile"]):
+        with step("debian/control, control.in: what profile %s skips; Maintainer" % d["profile"]):
             for name in ("control", "control.in"):
                 patch_debian_control(os.path.join(src, "debian", name), d["profile"],
                                      d["asahi_linux_libc_dev"], archs)
+                set_maintainer(os.path.join(src, "debian", name), maintainer)
+        changes = [
+            "debian/rules: driverInfo tag '%s'; build Honeykrisp (asahi) on %s."
+            % (fork_release(fork.conf), " ".join(archs)),
+            "debian/control: Build-Depends on linux-libc-dev (>= %s) where Honeykrisp"
+            " is built, for <drm/asahi_drm.h>." % d["asahi_linux_libc_dev"],
+            "Build profile %s: only mesa-vulkan-drivers (ANV, panvk, Honeykrisp)"
+            " and mesa-drm-shim; see the fork's docs/shipping.md." % d["profile"],
+            "Maintainer: the fork's packager; Debian's is XSBC-Original-Maintainer."
+            " Vcs-* dropped."]
         with step("debian/changelog: %s by %s" % (version, maintainer)):
             prepend_changelog(os.path.join(src, "debian", "changelog"), b["package"],
-                              version, patches, changelog_date(), maintainer)
+                              version, patches, changelog_date(), maintainer, changes)
         os.makedirs(out, exist_ok=True)
         with step("dpkg-source -b into %s" % rel(out)):
             orig = sources.debian_file(fork, "orig")
