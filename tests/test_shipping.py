@@ -89,9 +89,11 @@ class DebianSourcePackage(unittest.TestCase):
             with open(os.path.join(self.tree, "debian", name)) as f:
                 head = f.read().split("\n\n", 1)[0].splitlines()
             self.assertIn("Maintainer: %s" % self.MAINTAINER, head, name)
-            self.assertIn("XSBC-Original-Maintainer: Debian X Strike Force "
-                          "<debian-x@lists.debian.org>", head, name)
             self.assertEqual([l for l in head if l.startswith("Vcs-")], [], name)
+        with open(os.path.join(self.tree, "debian", "changelog")) as f:
+            entry = f.read().split("\n -- ", 1)[0]
+        self.assertIn("maintained by Debian X Strike Force <debian-x@lists.debian.org>",
+                      " ".join(entry.split()))
 
     def control(self, name="control"):
         """(source stanza, {package: stanza}) of debian/<name>, each stanza

@@ -191,17 +191,17 @@ def changelog_date():
 
 
 def set_maintainer(path, who):
-    """The fork's packager maintains the package; Debian's maintainer is
-    kept as XSBC-Original-Maintainer, as derivatives do, and the
-    Vcs-* fields, which name Debian's repository, are dropped."""
+    """The fork's packager maintains the package, and the Vcs-* fields,
+    which name Debian's repository, are dropped. Debian's maintainer is
+    named in the changelog entry (XSBC-Original-Maintainer, as Ubuntu keeps
+    it, is a field Debian's lintian does not know)."""
     with open(path) as f:
         lines = f.read().split("\n")
     out, done = [], False
     for line in lines:
         if line.startswith("Maintainer:") and not done:
-            out += ["Maintainer: %s" % who,
-                    "XSBC-Original-Maintainer:%s" % line[len("Maintainer:"):]]
-            done = True
+            out.append("Maintainer: %s" % who)
+            done = line[len("Maintainer:"):].strip()
         elif line.startswith(("Vcs-Git:", "Vcs-Browser:")):
             continue
         else:
@@ -210,6 +210,7 @@ def set_maintainer(path, who):
         die("debsrc: %s has no Maintainer field" % path)
     with open(path, "w") as f:
         f.write("\n".join(out))
+    return done
 
 
 def prepend_changelog(path, package, version, patches, date, who, changes=()):
@@ -263,7 +264,8 @@ def debsrc(fork, output=None):
             for name in ("control", "control.in"):
                 patch_debian_control(os.path.join(src, "debian", name), d["profile"],
                                      d["asahi_linux_libc_dev"], archs)
-                set_maintainer(os.path.join(src, "debian", name), maintainer)
+                debian_maintainer = set_maintainer(os.path.join(src, "debian", name),
+                                                   maintainer)
         changes = [
             "debian/rules: driverInfo tag '%s'; build Honeykrisp (asahi) on %s."
             % (fork_release(fork.conf), " ".join(archs)),
@@ -271,8 +273,8 @@ def debsrc(fork, output=None):
             " is built, for <drm/asahi_drm.h>." % d["asahi_linux_libc_dev"],
             "Build profile %s: only mesa-vulkan-drivers (ANV, panvk, Honeykrisp)"
             " and mesa-drm-shim; see the fork's docs/shipping.md." % d["profile"],
-            "Maintainer: the fork's packager; Debian's is XSBC-Original-Maintainer."
-            " Vcs-* dropped."]
+            "Maintainer: the fork's packager (the package is Debian's, maintained by"
+            " %s); Vcs-* dropped." % debian_maintainer]
         with step("debian/changelog: %s by %s" % (version, maintainer)):
             prepend_changelog(os.path.join(src, "debian", "changelog"), b["package"],
                               version, patches, changelog_date(), maintainer, changes)
