@@ -156,6 +156,17 @@ class DebianSourcePackage(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.split()
 
+    def test_rules_define_each_target_once_with_and_without_the_profile(self):
+        # The profile replaces some of Debian's override targets; make
+        # warns when a target gets two recipes, and the second one wins.
+        for profiles in (forklib.config()["debsrc"]["profile"], ""):
+            for arch in ("amd64", "arm64", "armhf", "i386"):
+                r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_install",
+                                    "DEB_BUILD_PROFILES=" + profiles, "DEB_HOST_ARCH=" + arch],
+                                   cwd=self.tree, capture_output=True, text=True)
+                self.assertNotIn("overriding recipe", r.stderr, (profiles, arch))
+                self.assertNotIn("ignoring old recipe", r.stderr, (profiles, arch))
+
     def test_profile_meson_options(self):
         c = forklib.config()
         profile = c["debsrc"]["profile"]
