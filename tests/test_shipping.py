@@ -218,19 +218,19 @@ class AptPinning(unittest.TestCase):
     def test_docs_give_the_preferences_deb_tests(self):
         """docs/shipping.md shows users the file `mesa-fork deb` checks
         with apt-cache policy, byte for byte."""
-        from mesafork import deb
+        from mesafork import proc
         with open(os.path.join(forklib.TOP, "docs", "shipping.md")) as f:
             doc = f.read()
         self.assertIn("```\n# %s\n%s```" % (deb.PIN_FILE, deb.PIN_PREFERENCES), doc)
 
 
 class ChrootRemoval(unittest.TestCase):
-    """`deb` removes its chroots anew; a run killed while they were mounted
-    leaves host directories bind-mounted inside, and removing the chroot
-    must not remove them."""
+    """`deb` and `bench` remove their chroots anew; a run killed while
+    they were mounted leaves host directories bind-mounted inside, and
+    removing the chroot must not remove them."""
 
     def test_remove_tree_never_follows_a_bind_mount(self):
-        from mesafork import deb
+        from mesafork import proc
         with tempfile.TemporaryDirectory() as tmp:
             host = os.path.join(tmp, "host")
             root = os.path.join(tmp, "chroot")
@@ -241,8 +241,8 @@ class ChrootRemoval(unittest.TestCase):
             r = subprocess.run(["mount", "--bind", host, os.path.join(root, "dev")])
             self.assertEqual(r.returncode, 0, "this test needs root, as CI runs")
             try:
-                self.assertEqual(deb.mounts_under(root), [os.path.join(root, "dev")])
-                deb.remove_tree(root)
+                self.assertEqual(proc.mounts_under(root), [os.path.join(root, "dev")])
+                proc.remove_tree(root)
             finally:
                 subprocess.run(["umount", "-l", os.path.join(root, "dev")],
                                stderr=subprocess.DEVNULL)

@@ -66,6 +66,16 @@ def ev(**kw):
     return json.dumps(kw) + "\n"
 
 
+def recorded_dispatch(cb, labels, pipeline, dset, push=None):
+    """The events of one dispatch inside its debug labels, outermost first."""
+    s = "".join(ev(ev="label", cb=cb, name=n) for n in labels)
+    s += ev(ev="pipeline", cb=cb, pipeline=pipeline)
+    s += ev(ev="sets", cb=cb, index=0, set=dset, dynamic=0)
+    if push:
+        s += ev(ev="push", cb=cb, offset=0, data=push)
+    return s + ev(ev="dispatch", cb=cb, groups=[1, 1, 1])
+
+
 # A recording as the layer prints it: one set layout with three bindings of
 # one descriptor, written in one call of three elements (so they continue
 # into bindings 1 and 2, as ggml writes them), then two dispatches and the
@@ -87,13 +97,7 @@ def stream(prior_range, current_binding=1, label_prior="submit 0::ADD x-0::add (
         s += ev(ev="write", set=11, binding=0, element=el, type=7, buffer=7, offset=off,
                 range=rng)
     s += ev(ev="begin", cb=1)
-    s += ev(ev="label", cb=1, name="submit 0")
-    s += ev(ev="label", cb=1, name="ADD x-0")
-    s += ev(ev="label", cb=1, name="add (1,1,1)")
-    s += ev(ev="pipeline", cb=1, pipeline=20)
-    s += ev(ev="sets", cb=1, index=0, set=10, dynamic=0)
-    s += ev(ev="push", cb=1, offset=0, data="40000000")
-    s += ev(ev="dispatch", cb=1, groups=[1, 1, 1])
+    s += recorded_dispatch(1, ["submit 0", "ADD x-0", "add (1,1,1)"], 20, 10, "40000000")
     s += ev(ev="end_label", cb=1)
     s += ev(ev="end_label", cb=1)
     s += ev(ev="label", cb=1, name="MUL y-0")
@@ -183,12 +187,7 @@ class Parser(unittest.TestCase):
         # dispatch is in command buffer 0x2, the prior in 0x1.
         text = stream((0x200, syncval.WHOLE_SIZE)).split("Validation Error", 1)[0]
         text += ev(ev="begin", cb=2)
-        text += ev(ev="label", cb=2, name="submit 1")
-        text += ev(ev="label", cb=2, name="MUL y-0")
-        text += ev(ev="label", cb=2, name="mul (1,1,1)")
-        text += ev(ev="pipeline", cb=2, pipeline=21)
-        text += ev(ev="sets", cb=2, index=0, set=11, dynamic=0)
-        text += ev(ev="dispatch", cb=2, groups=[1, 1, 1])
+        text += recorded_dispatch(2, ["submit 1", "MUL y-0", "mul (1,1,1)"], 21, 11)
         text += ev(ev="begin", cb=3)   # recorded later, not the one submitted
         text += ("Validation Error: [ SYNC-HAZARD-READ-AFTER-WRITE ] | MessageID = 0xe4d96472\n"
                  "vkQueueSubmit(): pSubmits[0].pCommandBuffers[0] READ_AFTER_WRITE hazard "

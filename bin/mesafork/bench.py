@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 
 from . import tool
+from .proc import remove_tree
 
 # Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), for
 # comparison and for the labelled model below. Cited, not measured here.
@@ -52,8 +53,7 @@ class Chroot:
         uri, _ = tool.debian_mirror(self.codename)
         if not os.path.exists(os.path.join(self.root, "usr", "bin", "apt-get")):
             with tool.step("debootstrap sid into %s (mirror %s)" % (tool.rel(self.root), uri)):
-                if os.path.exists(self.root):
-                    shutil.rmtree(self.root)
+                remove_tree(self.root)
                 tool.run(["debootstrap", "--variant=minbase", "sid", self.root, uri], quiet=True)
         with self.mounted():
             # A snapshot mirror serves an expired sid Release file; accept it.

@@ -61,3 +61,30 @@ def write_if_changed(path, text):
                 return
     with open(path, "w") as f:
         f.write(text)
+
+
+def mounts_under(root):
+    """Mount points at or below root, deepest first, from the kernel's
+    table (what an earlier, killed run may have left bind-mounted)."""
+    root = os.path.realpath(root)
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point == root or point.startswith(root + "/"):
+                points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def remove_tree(root):
+    """rm -rf of a chroot, never through a bind mount into the host: what
+    is still mounted below it is unmounted first, and the removal stays on
+    the chroot's file system."""
+    if not os.path.exists(root):
+        return
+    for point in mounts_under(root):
+        subprocess.run(["umount", "-l", point])
+    left = mounts_under(root)
+    if left:
+        die("%s is still mounted; not removing %s" % (left[0], rel(root)))
+    run(["rm", "-rf", "--one-file-system", root], quiet=True)
