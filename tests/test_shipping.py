@@ -218,7 +218,7 @@ class AptPinning(unittest.TestCase):
     def test_docs_give_the_preferences_deb_tests(self):
         """docs/shipping.md shows users the file `mesa-fork deb` checks
         with apt-cache policy, byte for byte."""
-        from mesafork import proc
+        from mesafork import deb
         with open(os.path.join(forklib.TOP, "docs", "shipping.md")) as f:
             doc = f.read()
         self.assertIn("```\n# %s\n%s```" % (deb.PIN_FILE, deb.PIN_PREFERENCES), doc)
