@@ -10,13 +10,15 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bin"))
 
-from mesafork import build, config as fork_config, install, sources  # noqa: E402
+from mesafork import build, config as fork_config, cross, install, sources  # noqa: E402
 
 WORK = os.environ.get("MESA_FORK_WORK", os.path.join(TOP, ".work"))
 MESA_BUILD = os.path.join(WORK, "build", "mesa")
 CLIENT_BUILD = os.path.join(WORK, "build", "client")
 PREFIX = os.environ.get("MESA_FORK_PREFIX", os.path.join(WORK, "prefix"))
 CLI = os.path.join(TOP, "bin", "mesa-fork")
+# The architectures `mesa-fork test` tests (tests/run.py sets it).
+ARCHES_ENV = "MESA_FORK_TEST_ARCHES"
 
 
 def config():
@@ -27,18 +29,77 @@ def build_env():
     return build.build_env(TOP)
 
 
+class Target:
+    """One architecture's installed build: its prefix, its build trees, and
+    how its programs run here (natively, or a cross build's under qemu-user
+    with its sysroot)."""
+
+    def __init__(self, arch=None):
+        self.fork = fork_config.Fork(TOP, WORK, arch)
+        self.arch = self.fork.arch
+        self.cross = self.fork.cross
+        self.prefix = PREFIX if not self.cross else self.fork.default_prefix
+        self.mesa_build = self.fork.build
+        self.client_build = self.fork.client_build
+        self.conf = self.fork.conf
+
+    def installed(self):
+        return install.prefix_arch(self.prefix) == self.arch or (
+            not self.cross and os.path.exists(os.path.join(self.prefix, "bin")))
+
+    def shim_env(self, driver, **extra):
+        """Environment that runs a client on the installed fork, on DRIVER's shim."""
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("VK_", "ASAHI_", "PAN_", "INTEL_", "HK_", "PANVK_",
+                                     "ANV_"))}
+        base.pop("LD_PRELOAD", None)
+        env = install.fork_env(self.prefix, self.conf, shim=driver, base=base)
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def bin_path(self, name):
+        return os.path.join(self.prefix, "bin", name)
+
+    def command(self, cmd):
+        """cmd as it runs here: the target's programs under qemu-user."""
+        return cross.wrap(self.fork, cmd, self.prefix)
+
+    def run(self, cmd, env=None, timeout=300):
+        # qemu-user translates every instruction: give it more time.
+        return run(self.command(cmd), env=env, timeout=timeout * (4 if self.cross else 1))
+
+    def list_devices(self, env):
+        return install.list_devices(self.prefix, env, self.fork.exe_wrapper)
+
+
+HOST = Target()
+
+
+def tested_arches():
+    """The architectures under test: what tests/run.py was asked for, else
+    this machine's."""
+    return os.environ.get(ARCHES_ENV, HOST.arch).split()
+
+
+def target(arch):
+    """The Target of arch, or an optional skip when this run does not test
+    it (another verb makes it: bin/mesa-fork install --arch ARCH)."""
+    if arch not in tested_arches():
+        skip_optional("%s is not under test: 'bin/mesa-fork install --arch %s' builds it, "
+                      "then 'bin/mesa-fork test' tests it" % (arch, arch))
+    t = Target(arch)
+    if not t.installed():
+        raise AssertionError("%s is under test but not installed in %s" % (arch, t.prefix))
+    return t
+
+
 def shim_env(driver, **extra):
     """Environment that runs a client on the installed fork, on DRIVER's shim."""
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("VK_", "ASAHI_", "PAN_", "INTEL_", "HK_", "PANVK_", "ANV_"))}
-    base.pop("LD_PRELOAD", None)
-    env = install.fork_env(PREFIX, config(), shim=driver, base=base)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return HOST.shim_env(driver, **extra)
 
 
 def bin_path(name):
-    return os.path.join(PREFIX, "bin", name)
+    return HOST.bin_path(name)
 
 
 def run(cmd, env=None, timeout=300):
@@ -48,7 +109,7 @@ def run(cmd, env=None, timeout=300):
 
 def list_devices(env):
     """The devices mesa-fork-vkcheck --list sees, as `mesa-fork run` lists them."""
-    return install.list_devices(PREFIX, env)
+    return HOST.list_devices(env)
 
 
 def fork_tag():

@@ -7,6 +7,10 @@ Three kinds of test are counted one by one:
      tests our series adds, through `meson test` in the Mesa build;
   2. the drm-shim tests registered in our top-level meson.build;
   3. the Python end-to-end tests in tests/test_*.py.
+The first two run for every architecture under test ($MESA_FORK_TEST_ARCHES,
+set by `mesa-fork test`): a cross build's through meson's exe_wrapper
+(qemu-user); test_arm64.py compares the arm64 build's results with the
+machine's own.
 A test that could not run is a failure, never a skip, except one that
 needs what another verb makes and skips through forklib.skip_optional (the
 build chroot of `mesa-fork deb`): it is listed as skipped, never passed.
@@ -47,13 +51,14 @@ class Tally:
               flush=True)
 
 
-def meson_suite(tally, label, build, suites, pattern):
-    """Run `meson test` and count every test from its testlog.json."""
+def meson_suite(tally, label, build, suites, pattern, slow=1):
+    """Run `meson test` and count every test from its testlog.json. slow
+    multiplies the tests' timeouts (qemu-user)."""
     if not os.path.exists(os.path.join(build, "build.ninja")):
         tally.add(label, False, "%s is not built: run 'bin/mesa-fork install'" % build)
         return
     cmd = ["meson", "test", "-C", build, "--no-rebuild", "--print-errorlogs",
-           "--num-processes", str(os.cpu_count() or 2)]
+           "--num-processes", str(os.cpu_count() or 2), "--timeout-multiplier", str(slow)]
     for s in suites:
         cmd += ["--suite", s]
     log = os.path.join(build, "meson-logs", "testlog.json")
@@ -126,12 +131,19 @@ def main():
     args = ap.parse_args()
     t0 = time.monotonic()
     tally = Tally()
-    conf = forklib.config()
-    suites = conf["meson"]["test_suites"].split()
-    print("== Mesa unit suites (%s)" % ", ".join(suites), flush=True)
-    meson_suite(tally, "mesa", forklib.MESA_BUILD, suites, args.pattern)
-    print("== drm-shim tests (top-level meson.build)", flush=True)
-    meson_suite(tally, "shim", forklib.CLIENT_BUILD, [], args.pattern)
+    arches = forklib.tested_arches()
+    print("== architectures under test: %s" % " ".join(arches), flush=True)
+    for arch in arches:
+        t = forklib.Target(arch)
+        # The machine's own build keeps its labels; a cross build's say its
+        # architecture (its tests run under qemu-user, meson's exe_wrapper).
+        sfx = "" if arch == forklib.HOST.arch else "-" + arch
+        suites = t.conf["meson"]["test_suites"].split()
+        print("== Mesa unit suites, %s (%s)" % (arch, ", ".join(suites)), flush=True)
+        slow = 4 if t.cross else 1
+        meson_suite(tally, "mesa" + sfx, t.mesa_build, suites, args.pattern, slow)
+        print("== drm-shim tests, %s (top-level meson.build)" % arch, flush=True)
+        meson_suite(tally, "shim" + sfx, t.client_build, [], args.pattern, slow)
     print("== end-to-end tests (tests/test_*.py)", flush=True)
     python_tests(tally, args.pattern)
     if tally.failed:

@@ -14,7 +14,7 @@ import os
 import tempfile
 import unittest
 
-from forklib import bin_path, run, shim_env
+from forklib import HOST, bin_path, run, shim_env
 
 STOCK = "B:0x000fffff"
 MASK = "B:0x000000f0"
@@ -27,34 +27,43 @@ LAZY_ENV = {"HK_MERGE_STREAMS": "0"}
 SETTINGS = (("stock", STOCK_ENV), ("lazy", LAZY_ENV), ("lazy + merge", {}))
 
 
-def capture(scenario, count=4, model="m1max", **env):
+def capture(scenario, count=4, model="m1max", target=HOST, **env):
     """Runs one scenario under the validation layer; returns the compute
     streams (lists of blocks) it submitted, and the client's stderr."""
-    commands, err = capture_commands(scenario, count, model, **env)
+    commands, err = capture_commands(scenario, count, model, target, **env)
     return [blocks for kind, blocks in commands if kind == "compute"], err
 
 
-def capture_commands(scenario, count=4, model="m1max", **env):
+def capture_commands(scenario, count=4, model="m1max", target=HOST, **env):
     """Like capture(), but returns every kernel command in submission order:
-    ("compute", blocks) or ("render", None)."""
+    ("compute", blocks) or ("render", None). target: the architecture's
+    build (forklib.Target) that runs it."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "cap.jsonl")
-        e = shim_env("asahi", ASAHI_SHIM_CAPTURE=log, ASAHI_SHIM_DEVICE=model, **env)
-        r = run([bin_path("mesa-fork-scenarios"), "--validate", "--count", str(count),
-                 scenario], env=e)
+        e = target.shim_env("asahi", ASAHI_SHIM_CAPTURE=log, ASAHI_SHIM_DEVICE=model, **env)
+        r = target.run([target.bin_path("mesa-fork-scenarios"), "--validate", "--count",
+                        str(count), scenario], env=e)
         if r.returncode != 0:
             raise AssertionError("%s failed (%d): %s%s" % (scenario, r.returncode, r.stdout,
                                                           r.stderr[-3000:]))
-        cmds = []
+        text = ""
         if os.path.exists(log):
             with open(log) as f:
-                cmds = [json.loads(l) for l in f]
+                text = f.read()
+    return kernel_commands(text), r.stderr
+
+
+def kernel_commands(capture_text):
+    """The kernel commands of an ASAHI_SHIM_CAPTURE file, in submission order:
+    ("compute", blocks) or ("render", None); every compute stream decoded
+    without error and terminated."""
+    cmds = [json.loads(l) for l in capture_text.splitlines() if l.strip()]
     for c in cmds:
         if c["type"] == "compute":
             assert not c["errors"], c
             assert c["terminated"], c
     return [(c["type"], c["blocks"] if c["type"] == "compute" else None)
-            for c in cmds if c["type"] in ("compute", "render")], r.stderr
+            for c in cmds if c["type"] in ("compute", "render")]
 
 
 def launches(stream):

@@ -9,7 +9,7 @@ import os
 import tempfile
 import unittest
 
-from forklib import bin_path, run, shim_env
+from forklib import HOST
 
 MiB = 1 << 20
 
@@ -19,7 +19,9 @@ def read_jsonl(path):
         return [json.loads(l) for l in f]
 
 
-def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, **logs):
+def inflight_args(kind, cmdbufs, opts):
+    """mesa-fork-inflight's arguments after the program, and the knobs (the
+    upper-case keys of opts) for its environment."""
     env_knobs = {k: v for k, v in opts.items() if k.isupper()}
     args = []
     for k, v in opts.items():
@@ -27,16 +29,25 @@ def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, **logs):
             continue
         flag = "--" + k.replace("_", "-")
         args += [flag] if v is True else [flag, str(v)]
-    env = shim_env("panfrost", **logs, **env_knobs)
-    cmd = [bin_path("mesa-fork-inflight"), "--cmdbufs", str(cmdbufs)] + args + [kind]
+    return ["--cmdbufs", str(cmdbufs)] + args + [kind], env_knobs
+
+
+def summary_of(stdout):
+    lines = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+    return [l for l in lines if l.get("summary")]
+
+
+def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, target=HOST, **logs):
+    args, env_knobs = inflight_args(kind, cmdbufs, opts)
+    env = target.shim_env("panfrost", **logs, **env_knobs)
+    cmd = [target.bin_path("mesa-fork-inflight")] + args
     if validate:
         cmd.insert(1, "--validate")
     if valgrind:
         cmd = ["valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",
                "--error-exitcode=99"] + cmd
-    r = run(cmd, env=env, timeout=600)
-    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-    summary = [l for l in lines if l.get("summary")]
+    r = target.run(cmd, env=env, timeout=600)
+    summary = summary_of(r.stdout)
     if r.returncode not in (0, 3) or not summary:
         raise AssertionError("inflight failed (%d): %s %s" % (r.returncode, r.stdout,
                                                              r.stderr[-3000:]))
@@ -48,24 +59,26 @@ def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, **logs):
     return summary[0], r
 
 
-def inflight(kind, cmdbufs=1, validate=True, valgrind=False, expect_messages=False, **opts):
+def inflight(kind, cmdbufs=1, validate=True, valgrind=False, expect_messages=False,
+             target=HOST, **opts):
     """Runs mesa-fork-inflight; returns (summary, VM peak in bytes, big
-    map/unmap operations, the completed process)."""
+    map/unmap operations, the completed process). target: the architecture's
+    build (forklib.Target) that runs it."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        s, r = _run(kind, cmdbufs, validate, valgrind, expect_messages, opts,
+        s, r = _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, target,
                     PAN_SHIM_VM_LOG=log)
         ops = read_jsonl(log)
     return s, max(o["peak"] for o in ops), ops, r
 
 
-def captured(kind, cmdbufs=1, validate=True, expect_messages=False, **opts):
+def captured(kind, cmdbufs=1, validate=True, expect_messages=False, target=HOST, **opts):
     """Runs mesa-fork-inflight with the panthor shim's submit capture; returns
     (summary, device model, every capture line in order, the completed
     process)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "capture.jsonl")
-        s, r = _run(kind, cmdbufs, validate, False, expect_messages, opts,
+        s, r = _run(kind, cmdbufs, validate, False, expect_messages, opts, target,
                     PAN_SHIM_CAPTURE=log)
         lines = read_jsonl(log)
     devices = [l["device"] for l in lines if "device" in l]

@@ -134,9 +134,20 @@ def debian_packages(fork, codename="bookworm"):
             for p in distro.deps_table(fork.top)["debian"].packages if p != "meson"]
 
 
-def deps(fork, update=False):
+def deps(fork, update=False, arch=None):
     """Install every build and test dependency with apt-get (Debian only;
-    elsewhere it prints what to install)."""
+    elsewhere it prints what to install); with --arch, also what a cross
+    build for those architectures needs."""
+    native_deps(fork, update)
+    if arch:
+        from . import cross
+        from .install import parse_arches
+        for a in parse_arches(fork, arch):
+            if a != fork.host_arch:
+                cross.deps(fork.for_arch(a))
+
+
+def native_deps(fork, update=False):
     base = fork.conf["base"]
     osr = distro.os_release()
     if not osr.is_debian:

@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import tempfile
 
-from . import tool
+from . import cross, tool
+from .config import multiarch
 from .proc import remove_tree
 
 # Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), for
@@ -38,6 +39,11 @@ class Chroot:
         self.root = os.path.join(work, "chroot", "sid")
         self.codename = codename
         self.mounts = []
+        self.arch = tool.host_arch()
+
+    def libexec(self, rel_path):
+        """A program of Debian's libexec directory for this architecture."""
+        return os.path.join("/usr/libexec", multiarch(self.arch), rel_path)
 
     def ensure(self):
         # The stamp lists what was installed: a chroot made before a package
@@ -87,6 +93,74 @@ class Chroot:
         if capture:
             return subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         tool.run(full, quiet=quiet)
+
+
+# What a root for another architecture holds: llama.cpp, its Vulkan backend
+# and the libraries the fork's drivers link.
+QEMU_PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan", "libdrm2",
+                 "libexpat1", "libzstd1", "libvulkan1"]
+
+
+class QemuRoot:
+    """sid's llama.cpp for another architecture (a cross build's), unpacked by
+    mmdebstrap into .work/chroot/sid-ARCH (nothing executes while it is made)
+    and run under qemu-user with that root as its library prefix: no
+    chroot, no binfmt. Paths outside the root (the fork's prefix, the models)
+    are the host's own. Same interface as Chroot."""
+
+    def __init__(self, fork):
+        self.fork = fork
+        self.work = fork.work
+        self.arch = fork.arch
+        self.root = os.path.join(fork.work, "chroot", "sid-" + fork.arch)
+
+    def libexec(self, rel_path):
+        return os.path.join("/usr/libexec", multiarch(self.arch), rel_path)
+
+    def ensure(self):
+        stamp = os.path.join(self.root, ".mesa-fork-ready")
+        want = "\n".join(sorted(QEMU_PACKAGES)) + "\n"
+        if os.path.exists(stamp) and open(stamp).read() == want:
+            return
+        cross.require_host_tools(self.fork)
+        uri, _ = tool.debian_mirror(tool.os_codename())
+        tmp = self.root + ".new"
+        remove_tree(tmp)
+        with tool.step("mmdebstrap: sid %s root with llama.cpp into %s (mirror %s)"
+                       % (self.arch, tool.rel(self.root), uri)):
+            tool.run(["mmdebstrap", "--variant=extract", "--architectures=" + self.arch,
+                      "--aptopt=Acquire::Check-Valid-Until \"false\"",
+                      "--include=" + ",".join(QEMU_PACKAGES), "sid", tmp, uri], quiet=True)
+        remove_tree(self.root)
+        os.rename(tmp, self.root)
+        with open(stamp, "w") as f:
+            f.write(want)
+
+    @contextlib.contextmanager
+    def mounted(self):
+        yield self
+
+    def command(self, cmd):
+        exe = cmd[0]
+        if not exe.startswith("/"):
+            exe = "/usr/bin/" + exe
+        inside = os.path.join(self.root, exe.lstrip("/"))
+        return [self.fork.conf["arch.%s" % self.arch]["qemu"], "-L", self.root,
+                inside if os.path.exists(inside) else exe] + list(cmd[1:])
+
+    def run_in(self, cmd, env=None, quiet=False, capture=False):
+        full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+        full_env.update(env or {})
+        if capture:
+            return subprocess.run(self.command(cmd), env=full_env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        tool.run(self.command(cmd), env=full_env, quiet=quiet)
+
+
+def llama_root(fork):
+    """Where llama.cpp runs for fork.arch: the sid chroot natively, a
+    qemu-user root for a cross build."""
+    return QemuRoot(fork) if fork.cross else Chroot(fork.work, tool.os_codename())
 
 
 def chroot_shim_env(prefix, conf, driver, **extra):
@@ -162,23 +236,19 @@ HK_SETTINGS = (("stock", {"HK_LAZY_BARRIER": "0"}),
                ("fork+batch", {"HK_PERFTEST": "batch"}))
 
 
-def bench_hk(work, prefix, conf, tokens=(8, 24)):
-    chroot = Chroot(work, tool.os_codename())
+def hk_rows(fork, prefix, tokens):
+    """Per-token counts of each HK_SETTINGS setting: llama.cpp decoding on
+    fork.arch's Honeykrisp over the asahi shim."""
+    conf = fork.conf
+    chroot = llama_root(fork)
     chroot.ensure()
-    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
-    models = os.path.join(work, "models")
-    model = os.path.join(models, "qwen3-dense.gguf")
+    os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
+    rows = {}
     with chroot.mounted():
-        if not os.path.exists(model):
-            os.makedirs(models, exist_ok=True)
-            with tool.step("write a random-weight qwen3 model (test-llama-archs)"):
-                chroot.run_in(["/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs",
-                               "-a", "^qwen3$", "-o", models],
-                              env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
-        rows = {}
+        model, _ = ensure_models(chroot, fork.work, q4=False)
         for label, env in HK_SETTINGS:
-            with tool.step("llama-bench decode %s, %s" % (
-                    " and ".join(map(str, tokens)) + " tokens", label)):
+            with tool.step("%s: llama-bench decode %s, %s" % (
+                    fork.arch, " and ".join(map(str, tokens)) + " tokens", label)):
                 a = llama_counts(chroot, prefix, conf, model, tokens[0], env)
                 b = llama_counts(chroot, prefix, conf, model, tokens[1], env)
             per = {k: (b[k] - a[k]) / (tokens[1] - tokens[0])
@@ -189,7 +259,43 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
                                                     b["streams_without_final_barrier"])
             per["model_bytes"] = a["model_bytes"]
             rows[label] = per
+    return rows
 
+
+HK_FIGURES = ("submissions", "commands", "compute_commands", "launches", "barriers",
+              "streams_without_final_barrier")
+
+
+def print_arch_columns(title, arches, rows_by_arch, keys, fmt, names=None):
+    """One table: per row label and figure, each architecture's value side by
+    side and whether they are equal. Returns the figures that differ."""
+    base = arches[0]
+    print(title)
+    print("%-30s" % "" + "".join("%12s" % a for a in arches) + "   equal")
+    differ = []
+    for label in rows_by_arch[base]:
+        for k in keys:
+            vals = [rows_by_arch[a][label][k] for a in arches]
+            same = all(v == vals[0] for v in vals)
+            if not same:
+                differ.append((label, k))
+            print("%-30s" % ("%s, %s" % (label, (names or {}).get(k, k)))[:30] +
+                  "".join(fmt % v for v in vals) + "   %s" % ("yes" if same else "NO"))
+    return differ
+
+
+def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
+    """Per-token kernel traffic of llama.cpp decode, stock vs fork, and the
+    same for every other architecture asked (a cross build's under qemu-user),
+    printed side by side with the machine's own."""
+    conf = fork.conf
+    arches = arches or [fork.arch]
+    rows = hk_rows(fork, prefix, tokens)
+    others = {}
+    for a in arches:
+        if a != fork.arch:
+            other = fork.for_arch(a)
+            others[a] = hk_rows(other, other.default_prefix, tokens)
     with tool.step("callgrind: driver instructions per recorded dispatch"):
         ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
               "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
@@ -247,19 +353,30 @@ def bench_hk(work, prefix, conf, tokens=(8, 24)):
         r["model_us"] = t
         print("  %-6s %8.1f us per token" % (label, t))
     print("  fork/stock %.3f" % (f["model_us"] / s["model_us"] if s["model_us"] else 0))
+    if others:
+        print()
+        all_rows = dict({fork.arch: rows}, **others)
+        differ = print_arch_columns(
+            "The same decode on each architecture's build (per token; a cross build "
+            "runs under qemu-user):", [fork.arch] + list(others), all_rows, HK_FIGURES,
+            "%12.1f", {"submissions": "SUBMIT", "commands": "kernel cmds",
+                       "compute_commands": "compute cmds",
+                       "streams_without_final_barrier": "no end barrier"})
+        print("every figure equal on %s" % " and ".join([fork.arch] + list(others))
+              if not differ else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
     return rows, ir
 
 
-def inflight_peak(prefix, conf, kind, cmdbufs, knobs, **opts):
+def inflight_peak(fork, prefix, kind, cmdbufs, knobs, **opts):
     """Peak bound GPU VA (bytes) and the summary of one mesa-fork-inflight run
-    on the panthor shim."""
+    on the panthor shim (a cross build's under qemu-user)."""
     exe = os.path.join(prefix, "bin", "mesa-fork-inflight")
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = tool.fork_env(prefix, conf, shim="panfrost")
+        env = tool.fork_env(prefix, fork.conf, shim="panfrost")
         env["PAN_SHIM_VM_LOG"] = log
         env.update(knobs)
-        args = [exe, "--cmdbufs", str(cmdbufs)]
+        args = fork.exe_wrapper + [exe, "--cmdbufs", str(cmdbufs)]
         for k, v in opts.items():
             args += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
         r = subprocess.run(args + [kind], env=env, stdout=subprocess.PIPE,
@@ -272,72 +389,104 @@ def inflight_peak(prefix, conf, kind, cmdbufs, knobs, **opts):
     return peak, summary[0]
 
 
-def bench_panvk(work, prefix, conf):
-    stock = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
-    fork = {}
+PANVK_STOCK = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
+
+# (section, row label, kind, command buffers, mesa-fork-inflight options)
+PANVK_CASES = (
+    [("tls", "%d" % n, "tls", n, dict(tls_kib=4)) for n in (1, 4, 12, 32)] +
+    [("wls-dispatches", "%d%s" % (d, " + barriers" if barrier else ""), "wls", 1,
+      dict(groups=4096, dispatches=d, **({"barrier": True} if barrier else {})))
+     for d, barrier in ((1, False), (4, False), (4, True), (16, True))] +
+    [("wls-grid", "%d, %dx%d" % (local, gx, gy), "wls", 1,
+      dict(groups=gx, groups_y=gy, local_size=local))
+     for local, gx, gy in ((256, 4096, 1), (64, 4096, 1), (1, 8192, 1), (256, 65535, 65535))])
+
+
+def panvk_rows(fork, prefix):
+    """{(section, label): {"stock": (peak, summary), "fork": (peak, summary)}}."""
+    rows = {}
+    for section, label, kind, n, opts in PANVK_CASES:
+        with tool.step("%s: %s, %s" % (fork.arch, section, label)):
+            rows[(section, label)] = {
+                "stock": inflight_peak(fork, prefix, kind, n, PANVK_STOCK, **opts),
+                "fork": inflight_peak(fork, prefix, kind, n, {}, **opts)}
+    return rows
+
+
+def bench_panvk(fork, prefix, arches=None):
+    conf = fork.conf
     mib = lambda b: b / (1 << 20)
+    rows = panvk_rows(fork, prefix)
+    others = {a: panvk_rows(fork.for_arch(a), fork.for_arch(a).default_prefix)
+              for a in (arches or []) if a != fork.arch}
 
     def cell(peak, s):
         return "%7.0f MiB%s" % (mib(peak), "" if not s["out_of_device_memory"] else
                                 " (%d OOM)" % s["out_of_device_memory"])
 
-    print("panvk on the panthor drm-shim (%s): peak GPU VA bound by the driver,"
-          % " ".join("%s=%s" % kv for kv in tool.shim_env_pairs(conf, "panfrost").items()))
+    def table(section, head):
+        print("%-24s %22s %22s %10s" % (head, "stock", "fork", "fork/stock"))
+        for (sec, label), r in rows.items():
+            if sec == section:
+                s, f = r["stock"], r["fork"]
+                print("%-24s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
+
+    print("panvk on the panthor drm-shim (%s), %s: peak GPU VA bound by the driver,"
+          % (" ".join("%s=%s" % kv for kv in tool.shim_env_pairs(conf, "panfrost").items()),
+             fork.arch))
     print("stock = PANVK_SHARED_TLS=0 PANVK_WLS_REUSE=0, same build, one run")
     print()
     print("TLS: command buffers kept in flight, each one dispatch of a shader with a "
           "4 KiB private array")
     print("(the compiler gives it 16 KiB per thread: 16 KiB x 2048 threads x core id "
           "range 19 = 608 MiB)")
-    print("%-16s %22s %22s %10s" % ("in flight", "stock", "fork", "fork/stock"))
-    for n in (1, 4, 12, 32):
-        with tool.step("TLS, %d command buffers" % n):
-            s = inflight_peak(prefix, conf, "tls", n, stock, tls_kib=4)
-            f = inflight_peak(prefix, conf, "tls", n, fork, tls_kib=4)
-        print("%-16d %22s %22s %10.3f" % (n, cell(*s), cell(*f), f[0] / s[0]))
+    table("tls", "in flight")
     print()
     print("WLS: one command buffer, dispatches of 4096 workgroups with 32 KiB shared memory")
-    print("%-16s %22s %22s %10s" % ("dispatches", "stock", "fork", "fork/stock"))
-    for d, barrier in ((1, False), (4, False), (4, True), (16, True)):
-        label = "%d%s" % (d, " + barriers" if barrier else "")
-        opts = dict(groups=4096, dispatches=d)
-        if barrier:
-            opts["barrier"] = True
-        with tool.step("WLS, %s" % label):
-            s = inflight_peak(prefix, conf, "wls", 1, stock, **opts)
-            f = inflight_peak(prefix, conf, "wls", 1, fork, **opts)
-        print("%-16s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
+    table("wls-dispatches", "dispatches")
     print()
     print("WLS: one dispatch, 32 KiB shared memory, by workgroup size and grid")
     print("(fork: instances per core = what one core keeps resident, "
           "x core id range 19)")
-    print("%-24s %22s %22s %10s" % ("local size, grid", "stock", "fork", "fork/stock"))
-    for local, gx, gy in ((256, 4096, 1), (64, 4096, 1), (1, 8192, 1), (256, 65535, 65535)):
-        label = "%d, %dx%d" % (local, gx, gy)
-        opts = dict(groups=gx, groups_y=gy, local_size=local)
-        with tool.step("WLS, %s" % label):
-            s = inflight_peak(prefix, conf, "wls", 1, stock, **opts)
-            f = inflight_peak(prefix, conf, "wls", 1, fork, **opts)
-        print("%-24s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
+    table("wls-grid", "local size, grid")
     print()
     print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
           "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")
+    if others:
+        print()
+        arches = [fork.arch] + list(others)
+        flat = {a: {"%s %s" % k: {"stock MiB": mib(r["stock"][0]),
+                                  "fork MiB": mib(r["fork"][0]),
+                                  "stock OOM": r["stock"][1]["out_of_device_memory"],
+                                  "fork OOM": r["fork"][1]["out_of_device_memory"]}
+                    for k, r in rs.items()}
+                for a, rs in dict({fork.arch: rows}, **others).items()}
+        differ = print_arch_columns(
+            "The same runs on each architecture's build (peak VA in MiB, OOM command "
+            "buffers; a cross build runs under qemu-user):", arches, flat,
+            ("stock MiB", "fork MiB", "stock OOM", "fork OOM"), "%12.1f")
+        print("every figure equal on %s" % " and ".join(arches) if not differ
+              else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
+    return rows, others
 
 
 QWEN2_MODEL = "qwen2-3b-shapes-q4_0.gguf"
 
 
-def ensure_models(chroot, work):
-    """The random qwen3 model (its tokenizer seeds the others) and a Q4_0
-    qwen2 with Qwen2.5-3B's shapes, 20 layers; both cached in .work/models."""
+def ensure_models(chroot, work, q4=True):
+    """The random qwen3 model (its tokenizer seeds the others) and, with q4, a
+    Q4_0 qwen2 with Qwen2.5-3B's shapes, 20 layers; both cached in
+    .work/models and shared by every architecture's bench."""
     models = os.path.join(work, "models")
     os.makedirs(models, exist_ok=True)
     tiny = os.path.join(models, "qwen3-dense.gguf")
     if not os.path.exists(tiny):
         with tool.step("write a random-weight qwen3 model (test-llama-archs)"):
-            chroot.run_in(["/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs",
+            chroot.run_in([chroot.libexec("llama.cpp-tests/test-llama-archs"),
                            "-a", "^qwen3$", "-o", models],
                           env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
+    if not q4:
+        return tiny, None
     q4 = os.path.join(models, QWEN2_MODEL)
     if not os.path.exists(q4):
         script = os.path.join(work, "tmp", "make_qwen2_model.py")
@@ -370,28 +519,51 @@ def llama_prefill_peak(chroot, prefix, conf, model, ubatch, fa, knobs):
     return ok, peak, why
 
 
-def bench_panvk_llama(work, prefix, conf, ubatches=(64, 128, 256, 512, 1024, 2048)):
-    chroot = Chroot(work, tool.os_codename())
+def panvk_llama_rows(fork, prefix, ubatches):
+    chroot = llama_root(fork)
     chroot.ensure()
-    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
-    stock = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
+    os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
     rows = []
     with chroot.mounted():
-        _, model = ensure_models(chroot, work)
+        _, model = ensure_models(chroot, fork.work)
         for fa in (0, 1):
             for ub in ubatches:
-                with tool.step("llama-bench pp1024, ubatch %d, flash attention %s"
-                               % (ub, "on" if fa else "off")):
-                    s = llama_prefill_peak(chroot, prefix, conf, model, ub, fa, stock)
-                    f = llama_prefill_peak(chroot, prefix, conf, model, ub, fa, {})
+                with tool.step("%s: llama-bench pp1024, ubatch %d, flash attention %s"
+                               % (fork.arch, ub, "on" if fa else "off")):
+                    s = llama_prefill_peak(chroot, prefix, fork.conf, model, ub, fa,
+                                           PANVK_STOCK)
+                    f = llama_prefill_peak(chroot, prefix, fork.conf, model, ub, fa, {})
                 rows.append((fa, ub, s, f))
+    return rows
+
+
+def bench_panvk_llama(fork, prefix, ubatches=(64, 128, 256, 512, 1024, 2048), arches=None):
+    rows = panvk_llama_rows(fork, prefix, ubatches)
+    others = {a: panvk_llama_rows(fork.for_arch(a), fork.for_arch(a).default_prefix,
+                                  ubatches)
+              for a in (arches or []) if a != fork.arch}
     print()
     print("llama.cpp (Debian sid 0.7.0) prefill, llama-bench -p 1024 -n 0 -b 1024, random qwen2")
-    print("with Qwen2.5-3B shapes (20 layers, Q4_0), panvk on the panthor shim (G610);")
+    print("with Qwen2.5-3B shapes (20 layers, Q4_0), panvk on the panthor shim (G610), %s;"
+          % fork.arch)
     print("peak GPU VA bound; VA heap of the device: [32 MiB, 4 GiB)")
     print("%-4s %-8s %-44s %-12s" % ("fa", "ubatch", "stock (PANVK_*=0)", "fork"))
     for fa, ub, s, f in rows:
         cell = lambda r: ("ok   %5d MiB" % (r[1] >> 20)) if r[0] else \
             ("FAIL %5d MiB  %s" % (r[1] >> 20, r[2][:26]))
         print("%-4s %-8d %-44s %-12s" % ("on" if fa else "off", ub, cell(s), cell(f)))
-    return rows
+    if others:
+        print()
+        arches = [fork.arch] + list(others)
+        flat = {a: {"fa %s ub %d" % ("on" if fa else "off", ub):
+                    {"stock MiB": s[1] >> 20, "fork MiB": f[1] >> 20,
+                     "stock ok": int(s[0]), "fork ok": int(f[0])}
+                    for fa, ub, s, f in rs}
+                for a, rs in dict({fork.arch: rows}, **others).items()}
+        differ = print_arch_columns(
+            "The same prefill sweep on each architecture's build (peak VA in MiB, 1 = "
+            "llama-bench succeeded):", arches, flat,
+            ("stock MiB", "fork MiB", "stock ok", "fork ok"), "%12d")
+        print("every figure equal on %s" % " and ".join(arches) if not differ
+              else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
+    return rows, others

@@ -343,7 +343,7 @@ def bench_ops(work, prefix, conf, ops=BACKEND_OPS):
     from .report import backend_ops_counts
     chroot = bench.Chroot(work, bench.tool.os_codename())
     chroot.ensure()
-    exe = "/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-backend-ops"
+    exe = chroot.libexec("llama.cpp-tests/test-backend-ops")
     rows = []
     with chroot.mounted():
         for drv in DRIVERS:

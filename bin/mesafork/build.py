@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from . import series, sources
+from . import cross, series, sources
 from .config import BASE_TAG, BRANCH, driver_info_tag
 from .proc import capture, die, rel, run, step, write_if_changed
 
@@ -31,12 +31,27 @@ def build_env(top):
     return env
 
 
-def write_native_file(d):
+def write_native_file(d, extra=(), name="native.ini"):
+    """meson's native file: Debian's python3, and extra [binaries] lines."""
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, "native.ini")
+    path = os.path.join(d, name)
     text = "[binaries]\npython = '/usr/bin/python3'\npython3 = '/usr/bin/python3'\n"
+    text += "".join(line + "\n" for line in extra)
     write_if_changed(path, text)
     return path
+
+
+def machine_files(fork, env):
+    """meson's machine-file arguments for fork.arch: the native file, and for
+    a cross build the cross file, its sysroot and the native tools."""
+    d = os.path.dirname(fork.build)
+    if not fork.cross:
+        return ["--native-file", write_native_file(d)]
+    cross.ensure_sysroot(fork)
+    build_native_tools(fork, env)
+    native = write_native_file(d, cross.native_file_entries(fork),
+                               "native-for-%s.ini" % fork.arch)
+    return ["--native-file", native, "--cross-file", cross.cross_file(fork)]
 
 
 def uapi_include_options(fork):
@@ -59,7 +74,7 @@ def option_names(opts):
     return {o[2:].split("=", 1)[0] for o in opts if o.startswith("-D")}
 
 
-def configure(build, src, opts, native, env):
+def configure(build, src, opts, machine, env):
     """Set up the build directory with exactly opts: meson keeps every option
     it was ever given, so when an option is no longer in the list the
     directory is set up anew (ccache makes the rebuild cheap)."""
@@ -81,8 +96,7 @@ def configure(build, src, opts, native, env):
             with step("remove %s (%s)" % (rel(build), why)):
                 shutil.rmtree(build)
         with step("meson setup %s" % rel(build)):
-            run(["meson", "setup", build, src, "--native-file", native] + opts,
-                env=env, quiet=True)
+            run(["meson", "setup", build, src] + machine + opts, env=env, quiet=True)
     with open(stamp, "w") as f:
         json.dump(opts, f)
 
@@ -141,12 +155,27 @@ def build_client(fork, env, prefix=None):
     """Our programs (top-level meson.build), configured for prefix."""
     prefix = prefix or fork.default_prefix
     opts = ["-Dprefix=" + prefix, "-Dfork_prefix=" + prefix, "-Dfork_build=" + fork.build,
-            "-Dvma_include=" + (sources.vma_include(fork) if sources.has_vma(fork) else "")]
+            "-Dvma_include=" + (sources.vma_include(fork) if sources.has_vma(fork) else ""),
+            "-Ddrivers=" + ",".join(fork.drivers)]
     if not os.path.exists(os.path.join(fork.client_build, "build.ninja")):
-        run(["meson", "setup", fork.client_build, fork.top] + opts, env=env, quiet=True)
+        machine = ([] if not fork.cross else
+                   ["--cross-file", cross.cross_file(fork)])
+        run(["meson", "setup", fork.client_build, fork.top] + machine + opts, env=env,
+            quiet=True)
     else:
         run(["meson", "configure", fork.client_build] + opts, env=env, quiet=True)
     run(["ninja", "-C", fork.client_build], env=env, quiet=True)
+
+
+def build_native_tools(fork, env):
+    """Makes the tools a cross build runs (mesa_clc, vtn_bindgen, asahi_clc)
+    in the native build, configuring it first if needed."""
+    host = fork.for_arch(fork.host_arch)
+    tools = cross.native_tools(fork)
+    configure(host.build, host.tree, meson_options(host), machine_files(host, env), env)
+    with step("native tools for the %s build: %s" % (fork.arch, ", ".join(tools))):
+        run(["ninja", "-C", host.build] + [os.path.relpath(p, host.build)
+                                           for p in tools.values()], env=env, quiet=True)
 
 
 def build(fork, jobs=0):
@@ -154,15 +183,17 @@ def build(fork, jobs=0):
     if not series.tree_is_prepared(fork):
         die("build: no Mesa tree; run 'bin/mesa-fork prepare' first")
     env = build_env(fork.top)
-    native = write_native_file(os.path.dirname(fork.build))
-    configure(fork.build, fork.tree, meson_options(fork), native, env)
+    if fork.cross:
+        cross.require_host_tools(fork)
+        print("build: %s" % cross.describe(fork))
+    configure(fork.build, fork.tree, meson_options(fork), machine_files(fork, env), env)
     try:
         targets = build_targets(fork.build, fork.conf, env)
     except ConfigureError as e:
         print(e.args[0][-20000:])
         die("build: meson could not regenerate %s" % rel(fork.build))
-    with step("ninja: %d targets (ICDs and manifests, drm-shims, %s unit tests)" % (
-            len(targets), fork.conf["meson"]["test_suites"])):
+    with step("ninja: %d targets for %s (ICDs and manifests, drm-shims, %s unit tests)" % (
+            len(targets), fork.arch, fork.conf["meson"]["test_suites"])):
         run(["ninja", "-C", fork.build] + (["-j", str(jobs)] if jobs else []) + targets,
             env=env)
     with step("client and probes (top-level meson.build)"):
@@ -171,11 +202,19 @@ def build(fork, jobs=0):
         print("build: " + ccache_summary(env))
 
 
+def build_arches(fork, jobs=0, arch=None):
+    """Configure and compile the Vulkan drivers, their drm-shims and the tests,
+    for each architecture asked (default: this machine's)."""
+    from .install import parse_arches
+    for a in parse_arches(fork, arch):
+        build(fork.for_arch(a), jobs)
+
+
 def bisect_commit(fork, wt, bdir, native, opts, env):
     """Configures, builds and unit-tests the commit checked out in wt.
     Returns None, or (what it fails to do, the output)."""
     if not os.path.exists(os.path.join(bdir, "build.ninja")):
-        r = capture(["meson", "setup", bdir, wt, "--native-file", native] + opts, env=env)
+        r = capture(["meson", "setup", bdir, wt] + native + opts, env=env)
         if r.returncode != 0:
             return "configure", r.stdout
     try:
@@ -209,7 +248,7 @@ def bisect(fork):
         shutil.rmtree(wt, ignore_errors=True)
     series.git(fork, "worktree", "prune")
     series.git(fork, "worktree", "add", "--detach", wt, revs[0])
-    native = write_native_file(os.path.dirname(fork.build))
+    native = ["--native-file", write_native_file(os.path.dirname(fork.build))]
     # The options every commit knows: the series adds -Dvulkan-driver-info.
     opts = fork.conf["meson"]["options"].split() + uapi_include_options(fork)
     failed = None

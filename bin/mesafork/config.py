@@ -4,6 +4,8 @@ verb receives, and the names the fork gives itself."""
 
 import configparser
 import os
+import platform
+import subprocess
 
 from .proc import die
 
@@ -14,12 +16,67 @@ BASE_TAG = "base"
 MEMTYPES_PLATFORMS = ("mtl", "arl", "tgl", "adl", "glk")
 
 
-def load(top):
+# Debian architecture names of the machines Python reports, for hosts
+# without dpkg.
+MACHINE_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def host_arch():
+    """The Debian architecture of this machine (dpkg's, else Python's)."""
+    try:
+        r = subprocess.run(["dpkg", "--print-architecture"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    except OSError:
+        pass
+    m = platform.machine()
+    return MACHINE_ARCH.get(m, m)
+
+
+def multiarch(arch):
+    """Debian's multiarch triplet of arch (x86_64-linux-gnu, aarch64-linux-gnu):
+    where its libraries and libexec programs live."""
+    r = subprocess.run(["dpkg-architecture", "-a", arch, "-qDEB_HOST_MULTIARCH"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        die("dpkg-architecture does not know %s (install dpkg-dev)" % arch)
+    return r.stdout.strip()
+
+
+def arch_section(arch):
+    return "arch.%s" % arch
+
+
+def cross_arches(cp):
+    """The architectures config/fork.ini knows how to cross-build."""
+    return [s.split(".", 1)[1] for s in cp.sections() if s.startswith("arch.")]
+
+
+def load(top, arch=None):
+    """config/fork.ini as a build for arch sees it. A cross build for an
+    architecture with an [arch.NAME] section keeps only the drivers that
+    section lists, appends its meson options (later ones win in meson) and
+    runs its unit suites."""
     cp = configparser.ConfigParser(interpolation=None)
     cp.optionxform = str
     path = os.path.join(top, "config", "fork.ini")
     if not cp.read(path):
         die("cannot read %s" % path)
+    if arch is None or arch == host_arch():
+        return cp
+    if not cp.has_section(arch_section(arch)):
+        die("no [%s] in config/fork.ini: mesa-fork cross-builds for %s only (this "
+            "machine is %s); on a %s machine, run it there without --arch"
+            % (arch_section(arch), ", ".join(cross_arches(cp)) or "no architecture",
+               host_arch(), arch))
+    a = cp[arch_section(arch)]
+    keep = a["drivers"].split()
+    for drv in list(cp["drivers"]):
+        if drv not in keep:
+            cp.remove_option("drivers", drv)
+    cp["meson"]["options"] = cp["meson"]["options"] + "\n" + a["meson_options"]
+    cp["meson"]["test_suites"] = a["test_suites"]
     return cp
 
 
@@ -45,18 +102,39 @@ def debian_version(conf):
 
 class Fork:
     """The repository at top, its configuration and its work directory
-    (work, else MESA_FORK_WORK, else .work/)."""
+    (work, else MESA_FORK_WORK, else .work/), for one architecture (arch,
+    default this machine's). A cross build has its own build directories,
+    prefix and sysroot, suffixed with the architecture, next to the
+    machine's own: .work/build/mesa-arm64, .work/prefix-arm64,
+    .work/sysroot/arm64. The Mesa tree is shared."""
 
-    def __init__(self, top, work=None):
+    def __init__(self, top, work=None, arch=None):
         self.top = top
-        self.conf = load(top)
+        self.host_arch = host_arch()
+        self.arch = arch or self.host_arch
+        self.cross = self.arch != self.host_arch
+        self.conf = load(top, self.arch)
         self.work = work or os.environ.get("MESA_FORK_WORK", os.path.join(top, ".work"))
+        suffix = "-" + self.arch if self.cross else ""
         self.patches = os.path.join(top, "patches")
         self.cache = os.path.join(self.work, "cache")
         self.tree = os.path.join(self.work, "mesa")
-        self.build = os.path.join(self.work, "build", "mesa")
-        self.client_build = os.path.join(self.work, "build", "client")
-        self.default_prefix = os.path.join(self.work, "prefix")
+        self.build = os.path.join(self.work, "build", "mesa" + suffix)
+        self.client_build = os.path.join(self.work, "build", "client" + suffix)
+        self.default_prefix = os.path.join(self.work, "prefix" + suffix)
+        self.sysroot = os.path.join(self.work, "sysroot", self.arch) if self.cross else None
+
+    def for_arch(self, arch):
+        """The same repository and work directory, for another architecture."""
+        return Fork(self.top, self.work, arch)
+
+    @property
+    def exe_wrapper(self):
+        """What runs this architecture's programs here: nothing natively,
+        qemu-user with the sysroot as its library prefix for a cross build."""
+        if not self.cross:
+            return []
+        return [self.conf[arch_section(self.arch)]["qemu"], "-L", self.sysroot]
 
     def prefix(self, arg):
         """The install prefix a --prefix argument names (None: the default)."""

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from . import apt, build, distro, series, sources
+from . import apt, build, cross, distro, series, sources
 from .config import driver_info_tag, fork_release
 from .proc import die, rel, run, step, write_if_changed
 
@@ -65,7 +65,19 @@ def install_file(src, dst):
     os.replace(tmp, dst)
 
 
-def install_prefix(prefix, build_dir, conf, upstream=False):
+ARCH_FILE = os.path.join("share", "mesa-fork", "arch")
+
+
+def prefix_arch(prefix):
+    """The Debian architecture install put into prefix, or None."""
+    try:
+        with open(os.path.join(prefix, ARCH_FILE)) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def install_prefix(prefix, build_dir, conf, upstream=False, arch=None):
     """Drivers, drm-shims, ICD manifests and env.sh into prefix; returns the
     manifests. upstream: the build's base is Mesa's release tarball."""
     libdir = os.path.join(prefix, "lib", "mesa-fork")
@@ -88,16 +100,18 @@ def install_prefix(prefix, build_dir, conf, upstream=False):
         "export VK_ICD_FILENAMES=%s\n" % (files, files)))
     write_if_changed(os.path.join(prefix, "share", "mesa-fork", "release"),
                      driver_info_tag(conf, upstream) + "\n")
+    if arch:
+        write_if_changed(os.path.join(prefix, ARCH_FILE), arch + "\n")
     return icds
 
 
-def list_devices(prefix, env):
+def list_devices(prefix, env, wrapper=()):
     """The Vulkan devices mesa-fork-vkcheck --list sees in env, one dict
-    each, and its completed process."""
+    each, and its completed process. wrapper runs a cross build's program."""
     exe = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
     if not os.path.exists(exe):
         die("%s is not installed; run 'bin/mesa-fork install'" % exe)
-    r = subprocess.run([exe, "--list"], env=env, stdout=subprocess.PIPE,
+    r = subprocess.run(list(wrapper) + [exe, "--list"], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     devs = []
     for line in r.stdout.splitlines():
@@ -110,14 +124,14 @@ VULKANINFO_FIELDS = ("deviceName", "deviceType", "apiVersion", "driverID", "driv
                      "driverInfo")
 
 
-def vulkaninfo_device_lines(env, vulkaninfo=None):
+def vulkaninfo_device_lines(env, vulkaninfo=None, command=("vulkaninfo",)):
     """Device and driver fields from `vulkaninfo --summary`. The summary shows
     driver fields only for Vulkan 1.2 devices; for older ones (panvk on
     Valhall reports 1.1) they come from the full VkPhysicalDeviceDriverProperties.
-    vulkaninfo(args) returns its stdout; by default it runs here, in env."""
+    vulkaninfo(args) returns its stdout; by default command runs here, in env."""
     if vulkaninfo is None:
         def vulkaninfo(args):
-            return subprocess.run(["vulkaninfo"] + args, env=env, stdout=subprocess.PIPE,
+            return subprocess.run(list(command) + args, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True).stdout
     fields = {}
     for line in vulkaninfo(["--summary"]).split("Devices:", 1)[-1].splitlines():
@@ -133,12 +147,15 @@ def vulkaninfo_device_lines(env, vulkaninfo=None):
     return ["%-10s = %s" % (k, fields[k]) for k in VULKANINFO_FIELDS if k in fields]
 
 
-def demo_drivers(prefix, conf):
+def demo_drivers(fork, prefix):
     """Show each installed driver working: on its device if present, else on
-    its drm-shim. Returns whether every one did."""
+    its drm-shim (a cross build's under qemu-user). Returns whether every
+    one did."""
+    conf = fork.conf
     tag = fork_release(conf)
     vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
-    real, _ = list_devices(prefix, fork_env(prefix, conf))
+    wrapper = fork.exe_wrapper
+    real, _ = list_devices(prefix, fork_env(prefix, conf), wrapper)
     ok_all = True
     for drv in conf["drivers"]:
         mine = [d for d in real if d["driver_kind"] == drv]
@@ -146,11 +163,13 @@ def demo_drivers(prefix, conf):
         env = fork_env(prefix, conf, shim=shim)
         where = "real device" if mine else "drm-shim (%s)" % " ".join(
             "%s=%s" % kv for kv in shim_env_pairs(conf, drv).items())
+        if fork.cross:
+            where += ", %s" % cross.describe(fork)
         print("---- %s on %s" % (drv, where))
-        lines = vulkaninfo_device_lines(env)
+        lines = vulkaninfo_device_lines(env, command=cross.wrap(fork, ["vulkaninfo"]))
         print("\n".join("  vulkaninfo: " + line for line in lines))
         shown = any(tag in line for line in lines)
-        c = subprocess.run([vkcheck, "--validate"], env=env, stdout=subprocess.PIPE,
+        c = subprocess.run(wrapper + [vkcheck, "--validate"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         for line in c.stdout.splitlines():
             print("  vkcheck: " + line)
@@ -189,21 +208,36 @@ def without_apt(fork, tarball, asahi_uapi):
     sources.fetch_without_apt(fork, tarball)
 
 
+def parse_arches(fork, arch):
+    """The Debian architectures an --arch argument names (comma-separated;
+    default this machine's), the machine's own first."""
+    names = [a for a in (arch or fork.host_arch).replace(",", " ").split()]
+    for a in names:
+        fork.for_arch(a)  # dies with the supported ones if a is unknown
+    return sorted(set(names), key=lambda a: (a != fork.host_arch, names.index(a)))
+
+
 def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tarball=None,
-            asahi_uapi=None, prepare_only=False):
+            asahi_uapi=None, prepare_only=False, arch=None):
     """Install the drivers as an alternate ICD into a prefix and show them working."""
-    prefix = fork.prefix(prefix)
+    arches = parse_arches(fork, arch)
+    if prefix and len(arches) > 1:
+        die("install: --prefix names one prefix; install one --arch at a time with it")
     if no_build and (no_deps or tarball or prepare_only):
         die("install: --no-build installs what is built; it takes no --no-deps, "
             "--tarball or --prepare-only")
+    forks = [fork.for_arch(a) for a in arches]
     if not no_build:
         if no_deps:
             without_apt(fork, tarball, asahi_uapi)
+            for f in forks:
+                if f.cross:
+                    cross.require_host_tools(f)
         else:
             if asahi_uapi:
                 from . import uapi  # it reaches this module through tool.py
                 print("install: asahi uAPI header: " + uapi.use_local(fork, asahi_uapi))
-            apt.deps(fork)
+            apt.deps(fork, arch=",".join(arches))
             if tarball:
                 sources.fetch(fork, tarball)
             else:
@@ -213,37 +247,73 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
             print("install: --prepare-only: %s is ready; 'bin/mesa-fork build' compiles "
                   "it, 'bin/mesa-fork install --no-build' installs it" % rel(fork.tree))
             return
-        build.build(fork)
+        for f in forks:
+            build.build(f)
+    failed = []
+    for f in forks:
+        if not install_arch(f, f.prefix(prefix), no_demo):
+            failed.append(f.arch)
+    if failed:
+        die("install: a fork driver did not come up, on hardware or on its drm-shim (%s)"
+            % ", ".join(failed))
+
+
+def install_arch(fork, prefix, no_demo):
+    """Installs fork.arch's build into prefix and shows it working."""
     env = build.build_env(fork.top)
-    with step("install into %s" % prefix):
-        icds = install_prefix(prefix, fork.build, fork.conf, sources.uses_upstream(fork))
+    with step("install %s into %s" % (fork.arch, prefix)):
+        icds = install_prefix(prefix, fork.build, fork.conf, sources.uses_upstream(fork),
+                              fork.arch)
     with step("install client into %s/bin" % prefix):
         build.build_client(fork, env, prefix)
         run(["meson", "install", "-C", fork.client_build, "--quiet"], env=env, quiet=True)
+    if fork.cross and "guest_kernel" in fork.conf["arch." + fork.arch]:
+        from . import guest
+        guest.ensure(fork)
     print()
-    print("Installed. To use the fork's drivers in this shell:")
-    print("    . %s/share/mesa-fork/env.sh" % prefix)
-    print("or for one command:")
-    print("    VK_DRIVER_FILES=%s \\" % ":".join(icds))
-    print("        vulkaninfo --summary")
-    print("(Vulkan loaders older than 1.3.234 read VK_ICD_FILENAMES instead; env.sh sets both.)")
-    print("    bin/mesa-fork run -- CMD    runs CMD and refuses if the fork did not load.")
+    if fork.cross:
+        print("Installed the %s build (%s). On this machine its programs run under "
+              "qemu-user:" % (fork.arch, cross.describe(fork)))
+        print("    bin/mesa-fork run --prefix %s --shim DRIVER -- vulkaninfo --summary"
+              % rel(prefix))
+        print("On an %s machine, build there (bin/mesa-fork install) or install the "
+              "package of 'bin/mesa-fork deb --arch %s'." % (fork.arch, fork.arch))
+    else:
+        print("Installed. To use the fork's drivers in this shell:")
+        print("    . %s/share/mesa-fork/env.sh" % prefix)
+        print("or for one command:")
+        print("    VK_DRIVER_FILES=%s \\" % ":".join(icds))
+        print("        vulkaninfo --summary")
+        print("(Vulkan loaders older than 1.3.234 read VK_ICD_FILENAMES instead; env.sh "
+              "sets both.)")
+        print("    bin/mesa-fork run -- CMD    runs CMD and refuses if the fork did not load.")
     if no_demo:
-        return
+        return True
     print()
-    if not demo_drivers(prefix, fork.conf):
-        die("install: a fork driver did not come up, on hardware or on its drm-shim")
+    return demo_drivers(fork, prefix)
 
 
-def run_command(fork, cmd, prefix=None, shim=None):
+def run_command(fork, cmd, prefix=None, shim=None, arch=None):
     """Run CMD against the fork's ICDs; fail loudly if any other driver loaded."""
+    if arch and prefix:
+        die("run: --arch picks the prefix of that architecture's install; --prefix DIR "
+            "says which one itself")
+    fork = fork.for_arch(arch) if arch else fork
     prefix = fork.prefix(prefix)
+    # A prefix knows its architecture: an arm64 one runs under qemu-user here.
+    installed = prefix_arch(prefix)
+    if installed and installed != fork.arch:
+        fork = fork.for_arch(installed)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        die("run: usage: mesa-fork run [--prefix DIR] [--shim DRIVER] -- CMD [ARGS]")
+        die("run: usage: mesa-fork run [--prefix DIR | --arch ARCH] [--shim DRIVER] "
+            "-- CMD [ARGS]")
+    if shim and shim not in fork.drivers:
+        die("run: the %s build has no %s driver (it has %s)" % (fork.arch, shim,
+                                                               ", ".join(fork.drivers)))
     env = fork_env(prefix, fork.conf, shim=shim)
-    devices, _ = list_devices(prefix, env)
+    devices, _ = list_devices(prefix, env, fork.exe_wrapper)
     for d in devices:
         print("run: device %-32s driver %-14s %s" % (d["name"], d["driver"], d["info"]))
     if not devices:
@@ -253,6 +323,7 @@ def run_command(fork, cmd, prefix=None, shim=None):
         die("run: refusing: the Vulkan loader picked a driver that is not %s "
             "(see above); check VK_DRIVER_FILES and the prefix" % fork.release)
     sys.stdout.flush()
+    cmd = cross.wrap(fork, cmd, prefix)
     try:
         os.execvpe(cmd[0], cmd, env)
     except OSError as e:

@@ -48,9 +48,18 @@ def memtypes(fork, platforms, prefix=None):
                                                 choice["gpu-allocator"]))
 
 
-def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None):
+def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, arch=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     from . import bench as measurements
+    from .install import parse_arches
+    arches = parse_arches(fork, arch) if arch else [fork.arch]
+    if len(arches) > 1 and driver not in ("hk", "panvk"):
+        die("bench %s: --arch is for hk and panvk" % driver)
+    for a in arches[1:]:
+        other = fork.for_arch(a)
+        if not os.path.exists(icd_json(other.default_prefix, "asahi")):
+            die("bench: nothing installed in %s; run 'bin/mesa-fork install --arch %s'"
+                % (other.default_prefix, a))
     prefix = fork.prefix(prefix)
     if not os.path.exists(icd_json(prefix, "asahi")):
         die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
@@ -64,9 +73,9 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None):
         from .benchsync import bench_anv
         bench_anv(fork.work, prefix, fork.conf)
     elif driver == "hk":
-        measurements.bench_hk(fork.work, prefix, fork.conf, tokens=tuple(tokens))
+        measurements.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
     else:
-        measurements.bench_panvk(fork.work, prefix, fork.conf)
+        measurements.bench_panvk(fork, prefix, arches=arches)
         if not no_llama:
             print()
-            measurements.bench_panvk_llama(fork.work, prefix, fork.conf)
+            measurements.bench_panvk_llama(fork, prefix, arches=arches)

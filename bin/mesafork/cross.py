@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: MIT
+"""Cross builds (config/fork.ini [arch.NAME]): the host's cross compiler and
+qemu-user from apt, a sysroot of the target's Debian packages unpacked by
+mmdebstrap (the host does not become a multiarch system), and the meson
+cross and native files that make Mesa's own exe_wrapper run the target's
+unit tests under qemu and take mesa_clc, vtn_bindgen and asahi_clc from
+the native build."""
+
+import os
+import re
+import shutil
+import subprocess
+
+from . import apt, distro
+from .config import arch_section
+from .proc import die, rel, run, step, write_if_changed
+
+
+def arch_conf(fork):
+    return fork.conf[arch_section(fork.arch)]
+
+
+def gcc(fork):
+    return "%s-gcc" % arch_conf(fork)["triplet"]
+
+
+def gcc_major(fork):
+    """The major version of the cross compiler (its libstdc++ in the sysroot
+    must be the same)."""
+    r = subprocess.run([gcc(fork), "-dumpversion"], stdout=subprocess.PIPE, text=True)
+    return r.stdout.strip().split(".")[0]
+
+
+def host_packages(fork, codename):
+    """The host's packages for the cross build; qemu-user from backports on
+    bookworm (7.2 there is dynamically linked and would see the target's
+    LD_PRELOAD)."""
+    a = arch_conf(fork)
+    backports = set(a.get("host_backports", "").split())
+    return ["%s/%s-backports" % (p, codename) if p in backports and codename == "bookworm"
+            else p for p in a["host_packages"].split()]
+
+
+def missing_host_tools(fork):
+    a = arch_conf(fork)
+    tools = [gcc(fork), "%s-g++" % a["triplet"], a["qemu"], "mmdebstrap"]
+    if "guest_qemu" in a:
+        tools += [a["guest_qemu"], "cpio"]
+    return [t for t in tools if not shutil.which(t)]
+
+
+def require_host_tools(fork):
+    missing = missing_host_tools(fork)
+    if missing:
+        die("cross build for %s: %s missing; run 'bin/mesa-fork deps --arch %s' (as root) "
+            "first" % (fork.arch, ", ".join(missing), fork.arch))
+
+
+def deps(fork):
+    """apt-get install what the host needs to cross-build for fork.arch.
+    Only this step needs root."""
+    if not missing_host_tools(fork):
+        print("deps: %s cross tools are installed already" % fork.arch)
+        return
+    osr = distro.os_release()
+    if not osr.is_debian:
+        die("cross build for %s: install %s (a cross compiler for %s, qemu-user and "
+            "mmdebstrap) with your distribution's tools; 'deps' installs them on Debian only"
+            % (fork.arch, ", ".join(missing_host_tools(fork)), arch_conf(fork)["triplet"]))
+    if os.geteuid() != 0:
+        die("cross build for %s needs %s: run 'bin/mesa-fork deps --arch %s' as root once"
+            % (fork.arch, ", ".join(missing_host_tools(fork)), fork.arch))
+    pkgs = host_packages(fork, osr.codename)
+    with step("apt-get install %s" % " ".join(pkgs)):
+        run(["apt-get", "install", "-y", "--no-install-recommends"] + pkgs,
+            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
+    left = missing_host_tools(fork)
+    if left:
+        die("cross build for %s: still missing after apt-get: %s" % (fork.arch, ", ".join(left)))
+
+
+def sysroot_packages(fork):
+    return [p.replace("{gcc}", gcc_major(fork))
+            for p in arch_conf(fork)["sysroot_packages"].split()]
+
+
+def ensure_sysroot(fork):
+    """The target's libraries and programs, unpacked (mmdebstrap's extract
+    variant: no maintainer script runs, nothing executes) into
+    fork.sysroot from the host's suite and mirror. Remade when the package
+    list changes."""
+    pkgs = sysroot_packages(fork)
+    codename = distro.os_release().codename
+    stamp = os.path.join(fork.sysroot, ".mesa-fork-sysroot")
+    want = "%s %s\n%s\n" % (codename, fork.arch, "\n".join(sorted(pkgs)))
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return
+    uri, _ = apt.debian_mirror(codename)
+    tmp = fork.sysroot + ".new"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    with step("mmdebstrap: %s %s sysroot, %d packages, into %s (mirror %s)"
+              % (codename, fork.arch, len(pkgs), rel(fork.sysroot), uri)):
+        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch,
+             "--include=" + ",".join(pkgs), codename, tmp, uri], quiet=True)
+    shutil.rmtree(fork.sysroot, ignore_errors=True)
+    os.rename(tmp, fork.sysroot)
+    with open(stamp, "w") as f:
+        f.write(want)
+
+
+def cross_file(fork):
+    """meson's cross file for fork.arch: the cross compiler (found through
+    PATH, where /usr/lib/ccache comes first), pkg-config in the sysroot, and
+    qemu-user as exe_wrapper."""
+    a = arch_conf(fork)
+    t = a["triplet"]
+    s = fork.sysroot
+    q = lambda x: "'%s'" % x
+    lst = lambda xs: "[" + ", ".join(q(x) for x in xs) + "]"
+    text = "\n".join([
+        "# Written by bin/mesa-fork (cross.py) for %s; do not edit." % fork.arch,
+        "[binaries]",
+        # --sysroot with the compiler, not in c_args: the build's own -Dc_args
+        # (the uAPI header's directory) would replace it.
+        "c = %s" % lst([t + "-gcc", "--sysroot=" + s]),
+        "cpp = %s" % lst([t + "-g++", "--sysroot=" + s]),
+        "ar = %s" % q(t + "-ar"),
+        "strip = %s" % q(t + "-strip"),
+        "pkg-config = 'pkg-config'",
+        "exe_wrapper = %s" % lst(fork.exe_wrapper),
+        "",
+        "[properties]",
+        "sys_root = %s" % q(s),
+        "pkg_config_libdir = %s" % lst([os.path.join(s, "usr", "lib", t, "pkgconfig"),
+                                         os.path.join(s, "usr", "share", "pkgconfig")]),
+        "",
+        "[host_machine]",
+        "system = 'linux'",
+        "cpu_family = %s" % q(a["cpu_family"]),
+        "cpu = %s" % q(a["cpu_family"]),
+        "endian = 'little'",
+        ""])
+    path = os.path.join(os.path.dirname(fork.build), "cross-%s.ini" % fork.arch)
+    write_if_changed(path, text)
+    return path
+
+
+def native_tools(fork):
+    """{program: path} of the native build's tools the cross build runs."""
+    host = fork.for_arch(fork.host_arch)
+    tools = {}
+    for item in arch_conf(fork).get("native_tools", "").split():
+        name, path = item.split("=", 1)
+        tools[name] = os.path.join(host.build, path)
+    return tools
+
+
+def native_file_entries(fork):
+    return ["%s = '%s'" % kv for kv in sorted(native_tools(fork).items())]
+
+
+def is_target_elf(fork, path):
+    """Whether path is an ELF executable of fork.arch (else a script or a
+    host program)."""
+    machine = {"aarch64": 183}.get(arch_conf(fork)["cpu_family"])
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == machine
+
+
+def wrap(fork, cmd, prefix=None):
+    """cmd as it runs on this machine: a program of the target architecture
+    under qemu-user. A bare name is looked up in prefix/bin, then in the
+    sysroot's /usr/bin (vulkaninfo)."""
+    if not fork.cross or not cmd:
+        return list(cmd)
+    exe = cmd[0]
+    if os.sep not in exe:
+        dirs = ([os.path.join(prefix, "bin")] if prefix else []) + [
+            os.path.join(fork.sysroot, "usr", "bin")]
+        for d in dirs:
+            if os.path.exists(os.path.join(d, exe)):
+                exe = os.path.join(d, exe)
+                break
+        else:
+            found = shutil.which(exe)
+            if not found:
+                die("no %s program %s in %s or on PATH" % (fork.arch, exe, ", ".join(dirs)))
+            exe = found
+    if is_target_elf(fork, exe):
+        return fork.exe_wrapper + [exe] + list(cmd[1:])
+    return [exe] + list(cmd[1:])
+
+
+def describe(fork):
+    """One line for output: what runs the target's programs."""
+    if not fork.cross:
+        return "%s, native" % fork.arch
+    r = subprocess.run([arch_conf(fork)["qemu"], "--version"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"version (\S+)", r.stdout)
+    return "%s under qemu-user %s, sysroot %s" % (fork.arch, m.group(1) if m else "?",
+                                                  rel(fork.sysroot))
