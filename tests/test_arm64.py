@@ -56,7 +56,7 @@ class HoneykrispStreams(unittest.TestCase):
                     self.compare(sc, **env)
 
     def test_reduced_mask(self):
-        for sc in ("dispatches", "barrier", "indirect-fill", "meta"):
+        for sc in ("dispatches", "barrier", "chain", "indirect-fill"):
             with self.subTest(scenario=sc):
                 cmds = self.compare(sc, HK_CDM_BARRIER_MASK="0xf0")
                 blocks = [b for kind, s in cmds if kind == "compute" for b in s]
@@ -122,8 +122,10 @@ class PanvkMemory(unittest.TestCase):
         for kind, n, opts in cases:
             for knobs in ({}, {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}):
                 with self.subTest(kind=kind, cmdbufs=n, **opts, **knobs):
-                    got = [test_panvk.captured(kind, n, submit=True, target=t, **opts,
-                                               **knobs) for t in (self.host, self.arm)]
+                    # Stock runs out of VA on some: the driver reports it.
+                    got = [test_panvk.captured(kind, n, submit=True, target=t,
+                                               expect_messages=bool(knobs), **opts, **knobs)
+                           for t in (self.host, self.arm)]
                     (sa, da, la, _), (sb, db, lb, _) = got
                     self.assertEqual(db, da, "device model")
                     ja, jb = test_panvk.jobs(la), test_panvk.jobs(lb)

@@ -119,7 +119,7 @@ class QemuRoot:
 
     def ensure(self):
         stamp = os.path.join(self.root, ".mesa-fork-ready")
-        want = "\n".join(sorted(QEMU_PACKAGES)) + "\n"
+        want = "\n".join(sorted(QEMU_PACKAGES)) + "\nmerged-usr links\n"
         if os.path.exists(stamp) and open(stamp).read() == want:
             return
         cross.require_host_tools(self.fork)
@@ -131,6 +131,12 @@ class QemuRoot:
             tool.run(["mmdebstrap", "--variant=extract", "--architectures=" + self.arch,
                       "--aptopt=Acquire::Check-Valid-Until \"false\"",
                       "--include=" + ",".join(QEMU_PACKAGES), "sid", tmp, uri], quiet=True)
+        # The extract variant runs no maintainer script and creates no
+        # merged-/usr links; the dynamic loader's path needs /lib.
+        for d in ("bin", "sbin", "lib"):
+            if not os.path.lexists(os.path.join(tmp, d)) and \
+                    os.path.isdir(os.path.join(tmp, "usr", d)):
+                os.symlink(os.path.join("usr", d), os.path.join(tmp, d))
         remove_tree(self.root)
         os.rename(tmp, self.root)
         with open(stamp, "w") as f:

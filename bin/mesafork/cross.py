@@ -32,13 +32,14 @@ def gcc_major(fork):
 
 
 def host_packages(fork, codename):
-    """The host's packages for the cross build; qemu-user from backports on
-    bookworm (7.2 there is dynamically linked and would see the target's
+    """The host's packages for the cross build, as (from the release, from
+    its backports): on bookworm qemu comes from backports (10.0; bookworm's
+    7.2 qemu-user is dynamically linked and would see the target's
     LD_PRELOAD)."""
     a = arch_conf(fork)
-    backports = set(a.get("host_backports", "").split())
-    return ["%s/%s-backports" % (p, codename) if p in backports and codename == "bookworm"
-            else p for p in a["host_packages"].split()]
+    backports = set(a.get("host_backports", "").split()) if codename == "bookworm" else set()
+    pkgs = a["host_packages"].split()
+    return [p for p in pkgs if p not in backports], [p for p in pkgs if p in backports]
 
 
 def missing_host_tools(fork):
@@ -70,10 +71,13 @@ def deps(fork):
     if os.geteuid() != 0:
         die("cross build for %s needs %s: run 'bin/mesa-fork deps --arch %s' as root once"
             % (fork.arch, ", ".join(missing_host_tools(fork)), fork.arch))
-    pkgs = host_packages(fork, osr.codename)
-    with step("apt-get install %s" % " ".join(pkgs)):
-        run(["apt-get", "install", "-y", "--no-install-recommends"] + pkgs,
-            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
+    plain, backports = host_packages(fork, osr.codename)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for pkgs, target in ((plain, []), (backports, ["-t", osr.codename + "-backports"])):
+        if pkgs:
+            with step("apt-get install %s%s" % (" ".join(target + [""]), " ".join(pkgs))):
+                run(["apt-get", "install", "-y", "--no-install-recommends"] + target + pkgs,
+                    env=env, quiet=True)
     left = missing_host_tools(fork)
     if left:
         die("cross build for %s: still missing after apt-get: %s" % (fork.arch, ", ".join(left)))

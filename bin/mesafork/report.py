@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 from .benchsync import BACKEND_OPS as LLAMA_OPS, STOCK_KNOBS as KNOBS
-from .config import driver_info_tag, fork_release
+from .config import driver_info_tag, fork_release, host_arch, multiarch
 from .install import fork_env, list_devices
 from .proc import die, rel
 
@@ -95,7 +95,7 @@ def llama_tools(llama_bin):
     """Paths of test-backend-ops and llama-bench, from --llama-bin, PATH or
     Debian's llama.cpp-tests directory; None for each one not found."""
     dirs = [llama_bin] if llama_bin else os.environ.get("PATH", "").split(":") + \
-        ["/usr/libexec/%s-linux-gnu/llama.cpp-tests" % platform.machine()]
+        ["/usr/libexec/%s/llama.cpp-tests" % multiarch(host_arch())]
     found = {}
     for tool in ("test-backend-ops", "llama-bench"):
         found[tool] = next((os.path.join(d, tool) for d in dirs
