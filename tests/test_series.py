@@ -166,7 +166,7 @@ class Build(unittest.TestCase):
             fake_mesa_tree(tree)
             bdir = os.path.join(tmp, "build")
             env = forklib.build_env()
-            native = build.write_native_file(tmp)
+            native = ["--native-file", build.write_native_file(tmp)]
             with contextlib.redirect_stdout(io.StringIO()):
                 build.configure(bdir, tree, ["-Dfake=fork"], native, env)
                 self.assertEqual(self._option(bdir), "fork")

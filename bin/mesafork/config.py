@@ -21,15 +21,13 @@ MEMTYPES_PLATFORMS = ("mtl", "arl", "tgl", "adl", "glk")
 MACHINE_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
+# Debian's multiarch triplets of the architectures the fork runs on.
+MULTIARCH = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
+
+
 def host_arch():
-    """The Debian architecture of this machine (dpkg's, else Python's)."""
-    try:
-        r = subprocess.run(["dpkg", "--print-architecture"], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True)
-        if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
-    except OSError:
-        pass
+    """The Debian architecture of this machine, from the kernel's name for
+    it (no dpkg: this runs on any distribution)."""
     m = platform.machine()
     return MACHINE_ARCH.get(m, m)
 
@@ -37,10 +35,12 @@ def host_arch():
 def multiarch(arch):
     """Debian's multiarch triplet of arch (x86_64-linux-gnu, aarch64-linux-gnu):
     where its libraries and libexec programs live."""
+    if arch in MULTIARCH:
+        return MULTIARCH[arch]
     r = subprocess.run(["dpkg-architecture", "-a", arch, "-qDEB_HOST_MULTIARCH"],
                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if r.returncode != 0 or not r.stdout.strip():
-        die("dpkg-architecture does not know %s (install dpkg-dev)" % arch)
+        die("no multiarch triplet known for %s" % arch)
     return r.stdout.strip()
 
 
