@@ -30,8 +30,30 @@ def targets(case):
     """(the machine's build, the arm64 build); skipped, as optional, when
     this run does not test arm64."""
     if forklib.HOST.arch == ARCH:
-        case.skipTest("this machine is arm64: every test runs on the arm64 build")
+        forklib.skip_optional("this machine is arm64: every other test runs on the arm64 "
+                              "build itself")
     return forklib.HOST, forklib.target(ARCH)
+
+
+class Build(unittest.TestCase):
+    """What the comparisons below run is the arm64 build, not this
+    machine's: every driver, drm-shim and program of the arm64 prefix is an
+    aarch64 ELF, run through qemu-user."""
+
+    def test_prefix_holds_arm64_programs(self):
+        _, arm = targets(self)
+        from mesafork import cross, install
+        files = [os.path.join(arm.prefix, "lib", "mesa-fork", os.path.basename(
+            arm.conf["drivers"][d].split()[0])) for d in arm.conf["drivers"]]
+        files += [install.shim_lib(arm.prefix, arm.conf, d) for d in arm.conf["drivers"]]
+        files += [arm.bin_path(p) for p in ("mesa-fork-vkcheck", "mesa-fork-scenarios",
+                                            "mesa-fork-inflight")]
+        self.assertEqual(sorted(arm.conf["drivers"]), ["asahi", "panfrost"])
+        for f in files:
+            with self.subTest(file=f):
+                self.assertTrue(cross.is_target_elf(arm.fork, f), f)
+        cmd = arm.command([arm.bin_path("mesa-fork-vkcheck"), "--list"])
+        self.assertEqual(cmd[:3], arm.fork.exe_wrapper)
 
 
 class HoneykrispStreams(unittest.TestCase):
@@ -158,7 +180,8 @@ class Pages16K(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if forklib.HOST.arch == ARCH:
-            raise unittest.SkipTest("an arm64 host runs these natively")
+            forklib.skip_optional("an arm64 host has its own page size; the 16 KiB guest "
+                                  "is for machines that are not arm64")
         cls.arm = forklib.target(ARCH)
         from mesafork import guest, install
         fork, prefix = cls.arm.fork, cls.arm.prefix

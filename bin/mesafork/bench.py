@@ -118,38 +118,21 @@ class QemuRoot:
         return os.path.join("/usr/libexec", multiarch(self.arch), rel_path)
 
     def ensure(self):
-        stamp = os.path.join(self.root, ".mesa-fork-ready")
-        want = "\n".join(sorted(QEMU_PACKAGES)) + "\nmerged-usr links\n"
-        if os.path.exists(stamp) and open(stamp).read() == want:
-            return
-        cross.require_host_tools(self.fork)
-        uri, _ = tool.debian_mirror(tool.os_codename())
-        tmp = self.root + ".new"
-        remove_tree(tmp)
-        with tool.step("mmdebstrap: sid %s root with llama.cpp into %s (mirror %s)"
-                       % (self.arch, tool.rel(self.root), uri)):
-            tool.run(["mmdebstrap", "--variant=extract", "--architectures=" + self.arch,
-                      "--aptopt=Acquire::Check-Valid-Until \"false\"",
-                      "--include=" + ",".join(QEMU_PACKAGES), "sid", tmp, uri], quiet=True)
-        # The extract variant runs no maintainer script and creates no
-        # merged-/usr links; the dynamic loader's path needs /lib.
-        for d in ("bin", "sbin", "lib"):
-            if not os.path.lexists(os.path.join(tmp, d)) and \
-                    os.path.isdir(os.path.join(tmp, "usr", d)):
-                os.symlink(os.path.join("usr", d), os.path.join(tmp, d))
-        remove_tree(self.root)
-        os.rename(tmp, self.root)
-        with open(stamp, "w") as f:
-            f.write(want)
+        cross.require_host_tools(self.fork, guest=False)
+        # A snapshot mirror serves an expired sid Release file; accept it.
+        cross.extract_root(self.fork, "sid", QEMU_PACKAGES, self.root,
+                           "root with llama.cpp",
+                           apt_options=['Acquire::Check-Valid-Until "false"'])
 
     @contextlib.contextmanager
     def mounted(self):
         yield self
 
     def command(self, cmd):
-        exe = cmd[0]
-        if not exe.startswith("/"):
-            exe = "/usr/bin/" + exe
+        """cmd under qemu-user with this root as its library prefix: a bare
+        name is the root's /usr/bin program, an absolute path the root's
+        file if it has one (else the host's: the fork's prefix)."""
+        exe = cmd[0] if cmd[0].startswith("/") else "/usr/bin/" + cmd[0]
         inside = os.path.join(self.root, exe.lstrip("/"))
         return [self.fork.conf["arch.%s" % self.arch]["qemu"], "-L", self.root,
                 inside if os.path.exists(inside) else exe] + list(cmd[1:])

@@ -13,7 +13,7 @@ import subprocess
 
 from . import apt, distro
 from .config import arch_section
-from .proc import die, rel, run, step, write_if_changed
+from .proc import die, rel, remove_tree, run, step, write_if_changed
 
 
 def arch_conf(fork):
@@ -42,16 +42,42 @@ def host_packages(fork, codename):
     return [p for p in pkgs if p not in backports], [p for p in pkgs if p in backports]
 
 
-def missing_host_tools(fork):
+def is_static(path):
+    """Whether the ELF file at path has no program interpreter (PT_INTERP):
+    a statically linked qemu-user never sees the target's LD_PRELOAD."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return False
+            phoff = int.from_bytes(head[32:40], "little")
+            phentsize = int.from_bytes(head[54:56], "little")
+            phnum = int.from_bytes(head[56:58], "little")
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError:
+        return False
+    return all(int.from_bytes(table[i * phentsize:i * phentsize + 4], "little") != 3
+               for i in range(phnum))
+
+
+def missing_host_tools(fork, guest=True):
+    """The host programs a cross build (and, with guest, the 16 KiB-page
+    guest) needs and this machine lacks; a dynamically linked qemu-user
+    (bookworm's 7.2) counts as missing."""
     a = arch_conf(fork)
-    tools = [gcc(fork), "%s-g++" % a["triplet"], a["qemu"], "mmdebstrap"]
-    if "guest_qemu" in a:
+    tools = [gcc(fork), "%s-g++" % a["triplet"], "mmdebstrap"]
+    if guest and "guest_qemu" in a:
         tools += [a["guest_qemu"], "cpio"]
-    return [t for t in tools if not shutil.which(t)]
+    missing = [t for t in tools if not shutil.which(t)]
+    qemu = shutil.which(a["qemu"])
+    if not qemu or not is_static(qemu):
+        missing.append("%s (statically linked)" % a["qemu"])
+    return missing
 
 
-def require_host_tools(fork):
-    missing = missing_host_tools(fork)
+def require_host_tools(fork, guest=True):
+    missing = missing_host_tools(fork, guest)
     if missing:
         die("cross build for %s: %s missing; run 'bin/mesa-fork deps --arch %s' (as root) "
             "first" % (fork.arch, ", ".join(missing), fork.arch))
@@ -61,7 +87,7 @@ def deps(fork):
     """apt-get install what the host needs to cross-build for fork.arch.
     Only this step needs root."""
     if not missing_host_tools(fork):
-        print("deps: %s cross tools are installed already" % fork.arch)
+        print("deps: the %s cross tools are installed already" % fork.arch)
         return
     osr = distro.os_release()
     if not osr.is_debian:
@@ -88,29 +114,44 @@ def sysroot_packages(fork):
             for p in arch_conf(fork)["sysroot_packages"].split()]
 
 
-def ensure_sysroot(fork):
-    """The target's libraries and programs, unpacked (mmdebstrap's extract
-    variant: no maintainer script runs, nothing executes) into
-    fork.sysroot from the host's suite and mirror. Remade when the package
-    list changes."""
-    pkgs = sysroot_packages(fork)
-    codename = distro.os_release().codename
-    stamp = os.path.join(fork.sysroot, ".mesa-fork-sysroot")
-    want = "%s %s\n%s\n" % (codename, fork.arch, "\n".join(sorted(pkgs)))
+def extract_root(fork, suite, pkgs, dest, what, apt_options=()):
+    """Debian packages of fork.arch and their dependencies, unpacked by
+    mmdebstrap's extract variant (no maintainer script runs, nothing
+    executes, so no binfmt is needed) into dest, from the host's mirror.
+    Kept while suite, architecture and packages are the same. The extract
+    variant makes no merged-/usr links (trixie and later ship the dynamic
+    loader only under /usr/lib), so they are added: qemu-user's -L and the
+    guest kernel look for /lib/ld-linux-*.so.1 and /bin/busybox."""
+    stamp = os.path.join(dest, ".mesa-fork-ready")
+    want = "%s %s merged-usr\n%s\n" % (suite, fork.arch, "\n".join(sorted(pkgs)))
     if os.path.exists(stamp) and open(stamp).read() == want:
         return
-    uri, _ = apt.debian_mirror(codename)
-    tmp = fork.sysroot + ".new"
-    shutil.rmtree(tmp, ignore_errors=True)
+    uri, _ = apt.debian_mirror(distro.os_release().codename)
+    tmp = dest + ".new"
+    remove_tree(tmp)
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
-    with step("mmdebstrap: %s %s sysroot, %d packages, into %s (mirror %s)"
-              % (codename, fork.arch, len(pkgs), rel(fork.sysroot), uri)):
-        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch,
-             "--include=" + ",".join(pkgs), codename, tmp, uri], quiet=True)
-    shutil.rmtree(fork.sysroot, ignore_errors=True)
-    os.rename(tmp, fork.sysroot)
+    with step("mmdebstrap: %s %s %s into %s (mirror %s)" % (suite, fork.arch, what,
+                                                          rel(dest), uri)):
+        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch] +
+            ["--aptopt=" + o for o in apt_options] +
+            ["--include=" + ",".join(pkgs), suite, tmp, uri], quiet=True)
+    for d in ("bin", "sbin", "lib"):
+        if not os.path.lexists(os.path.join(tmp, d)) and \
+                os.path.isdir(os.path.join(tmp, "usr", d)):
+            os.symlink(os.path.join("usr", d), os.path.join(tmp, d))
+    remove_tree(dest)
+    os.rename(tmp, dest)
     with open(stamp, "w") as f:
         f.write(want)
+
+
+def ensure_sysroot(fork):
+    """The target's libraries and programs (config sysroot_packages) from
+    the host's suite, so that its glibc is the one the cross compiler was
+    built for."""
+    pkgs = sysroot_packages(fork)
+    extract_root(fork, distro.os_release().codename, pkgs, fork.sysroot,
+                 "sysroot, %d packages" % len(pkgs))
 
 
 def cross_file(fork):
@@ -164,6 +205,14 @@ def native_file_entries(fork):
     return ["%s = '%s'" % kv for kv in sorted(native_tools(fork).items())]
 
 
+def is_elf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def is_target_elf(fork, path):
     """Whether path is an ELF executable of fork.arch (else a script or a
     host program)."""
@@ -191,12 +240,14 @@ def wrap(fork, cmd, prefix=None):
                 exe = os.path.join(d, exe)
                 break
         else:
-            found = shutil.which(exe)
-            if not found:
-                die("no %s program %s in %s or on PATH" % (fork.arch, exe, ", ".join(dirs)))
-            exe = found
+            die("no %s program %s in %s" % (fork.arch, exe, ", ".join(dirs)))
     if is_target_elf(fork, exe):
         return fork.exe_wrapper + [exe] + list(cmd[1:])
+    if is_elf(exe):
+        # A host program would load the host's Vulkan loader, never the
+        # target's drivers: refuse rather than measure another driver.
+        die("%s is not a %s program; the %s build's drivers load only in %s programs "
+            "(run under %s)" % (exe, fork.arch, fork.arch, fork.arch, " ".join(fork.exe_wrapper)))
     return [exe] + list(cmd[1:])
 
 

@@ -22,9 +22,9 @@ import shutil
 import subprocess
 import tempfile
 
-from . import apt, distro
+from . import cross, distro
 from .config import arch_section
-from .proc import die, rel, run, step
+from .proc import die, rel
 
 BEGIN = "MFGUEST-BEGIN"
 END = "MFGUEST-END"
@@ -38,39 +38,15 @@ def guest_dir(fork):
     return os.path.join(fork.work, "guest", "%s-%s" % (fork.arch, conf(fork)["guest_flavour"]))
 
 
-def _extract(fork, suite, pkgs, dest):
-    stamp = os.path.join(dest, ".mesa-fork-ready")
-    want = "%s %s\n%s\n" % (suite, fork.arch, "\n".join(sorted(pkgs)))
-    if os.path.exists(stamp) and open(stamp).read() == want:
-        return
-    uri, _ = apt.debian_mirror(distro.os_release().codename)
-    tmp = dest + ".new"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(os.path.dirname(tmp), exist_ok=True)
-    with step("mmdebstrap: %s %s %s into %s" % (suite, fork.arch, " ".join(pkgs), rel(dest))):
-        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch,
-             "--include=" + ",".join(pkgs), suite, tmp, uri], quiet=True)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.rename(tmp, dest)
-    with open(stamp, "w") as f:
-        f.write(want)
-
-
-def missing_host_tools(fork):
-    return [t for t in (conf(fork)["guest_qemu"], "cpio") if not shutil.which(t)]
-
-
 def ensure(fork):
     """The guest's kernel and root, unpacked once into .work/guest/."""
     c = conf(fork)
-    missing = missing_host_tools(fork)
-    if missing:
-        die("the %s guest needs %s: run 'bin/mesa-fork deps --arch %s' (as root)"
-            % (fork.arch, ", ".join(missing), fork.arch))
+    cross.require_host_tools(fork)
     d = guest_dir(fork)
-    _extract(fork, c["guest_kernel_suite"], [c["guest_kernel"]], os.path.join(d, "kernel"))
-    _extract(fork, distro.os_release().codename, c["guest_packages"].split(),
-             os.path.join(d, "root"))
+    cross.extract_root(fork, c["guest_kernel_suite"], [c["guest_kernel"]],
+                       os.path.join(d, "kernel"), "16 KiB-page kernel")
+    cross.extract_root(fork, distro.os_release().codename, c["guest_packages"].split(),
+                       os.path.join(d, "root"), "guest root")
 
 
 def kernel_image(fork):

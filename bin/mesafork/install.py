@@ -276,8 +276,7 @@ def install_arch(fork, prefix, no_demo):
               "qemu-user:" % (fork.arch, cross.describe(fork)))
         print("    bin/mesa-fork run --prefix %s --shim DRIVER -- vulkaninfo --summary"
               % rel(prefix))
-        print("On an %s machine, build there (bin/mesa-fork install) or install the "
-              "package of 'bin/mesa-fork deb --arch %s'." % (fork.arch, fork.arch))
+        print("On an %s machine, build there: bin/mesa-fork install" % fork.arch)
     else:
         print("Installed. To use the fork's drivers in this shell:")
         print("    . %s/share/mesa-fork/env.sh" % prefix)

@@ -52,7 +52,9 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, a
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     from . import bench as measurements
     from .install import parse_arches
-    arches = parse_arches(fork, arch) if arch else [fork.arch]
+    # This machine's build always runs: it is the reference the other
+    # architectures' figures are printed next to.
+    arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
     if len(arches) > 1 and driver not in ("hk", "panvk"):
         die("bench %s: --arch is for hk and panvk" % driver)
     for a in arches[1:]:
