@@ -241,13 +241,17 @@ def wrap(fork, cmd, prefix=None):
                 break
         else:
             die("no %s program %s in %s" % (fork.arch, exe, ", ".join(dirs)))
+    elif os.path.isabs(exe) and is_target_elf(fork, os.path.join(fork.sysroot, exe[1:])):
+        # As qemu -L sees it: the sysroot's /usr/bin/vulkaninfo.
+        exe = os.path.join(fork.sysroot, exe[1:])
     if is_target_elf(fork, exe):
         return fork.exe_wrapper + [exe] + list(cmd[1:])
     if is_elf(exe):
         # A host program would load the host's Vulkan loader, never the
         # target's drivers: refuse rather than measure another driver.
-        die("%s is not a %s program; the %s build's drivers load only in %s programs "
-            "(run under %s)" % (exe, fork.arch, fork.arch, fork.arch, " ".join(fork.exe_wrapper)))
+        die("%s is a program of this machine, not of %s: the %s build's drivers load only "
+            "in %s programs (run under %s)" % (exe, fork.arch, fork.arch, fork.arch,
+                                                " ".join(fork.exe_wrapper)))
     return [exe] + list(cmd[1:])
 
 
