@@ -526,7 +526,12 @@ def panvk_llama_rows(fork, prefix, ubatches):
     return rows
 
 
-def bench_panvk_llama(fork, prefix, ubatches=(64, 128, 256, 512, 1024, 2048), arches=None):
+# llama-bench -b 1024 caps the micro-batch at 1024: a larger -ub would
+# repeat the 1024 row.
+UBATCHES = (64, 128, 256, 512, 1024)
+
+
+def bench_panvk_llama(fork, prefix, ubatches=UBATCHES, arches=None):
     rows = panvk_llama_rows(fork, prefix, ubatches)
     others = {a: panvk_llama_rows(fork.for_arch(a), fork.for_arch(a).default_prefix,
                                   ubatches)

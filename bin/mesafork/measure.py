@@ -48,7 +48,8 @@ def memtypes(fork, platforms, prefix=None):
                                                 choice["gpu-allocator"]))
 
 
-def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, arch=None):
+def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, arch=None,
+          ubatch=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     from . import bench as measurements
     from .install import parse_arches
@@ -80,4 +81,5 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, a
         measurements.bench_panvk(fork, prefix, arches=arches)
         if not no_llama:
             print()
-            measurements.bench_panvk_llama(fork, prefix, arches=arches)
+            measurements.bench_panvk_llama(fork, prefix, arches=arches,
+                                           **({"ubatches": ubatch} if ubatch else {}))
