@@ -69,7 +69,8 @@ def init_script(commands):
              "%s mount -t proc proc /proc" % bb,
              "%s mount -t sysfs sys /sys" % bb,
              "%s mount -t devtmpfs dev /dev" % bb,
-             "%s mount -t tmpfs tmp /tmp" % bb,
+             # No tmpfs on /tmp: the initramfs is already writable memory,
+             # and the prefix may live under /tmp (a CI clone there).
              "export PATH=/usr/bin:/bin",
              "echo %s page-size $(%s grep -m1 KernelPageSize /proc/self/smaps)" % (BEGIN, bb)]
     for i, (env, argv, files) in enumerate(commands):
