@@ -257,7 +257,8 @@ HK_FIGURES = ("submissions", "commands", "compute_commands", "launches", "barrie
 
 def print_arch_columns(title, arches, rows_by_arch, keys, fmt, names=None):
     """One table: per row label and figure, each architecture's value side by
-    side and whether they are equal. Returns the figures that differ."""
+    side and whether they are equal, then a verdict line. Returns the
+    figures that differ."""
     base = arches[0]
     print(title)
     print("%-30s" % "" + "".join("%12s" % a for a in arches) + "   equal")
@@ -270,6 +271,8 @@ def print_arch_columns(title, arches, rows_by_arch, keys, fmt, names=None):
                 differ.append((label, k))
             print("%-30s" % ("%s, %s" % (label, (names or {}).get(k, k)))[:30] +
                   "".join(fmt % v for v in vals) + "   %s" % ("yes" if same else "NO"))
+    print("every figure equal on %s" % " and ".join(arches) if not differ
+          else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
     return differ
 
 
@@ -345,14 +348,12 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     if others:
         print()
         all_rows = dict({fork.arch: rows}, **others)
-        differ = print_arch_columns(
+        print_arch_columns(
             "The same decode on each architecture's build (per token; a cross build "
             "runs under qemu-user):", [fork.arch] + list(others), all_rows, HK_FIGURES,
             "%12.1f", {"submissions": "SUBMIT", "commands": "kernel cmds",
                        "compute_commands": "compute cmds",
                        "streams_without_final_barrier": "no end barrier"})
-        print("every figure equal on %s" % " and ".join([fork.arch] + list(others))
-              if not differ else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
     return rows, ir
 
 
@@ -450,12 +451,10 @@ def bench_panvk(fork, prefix, arches=None):
                                   "fork OOM": r["fork"][1]["out_of_device_memory"]}
                     for k, r in rs.items()}
                 for a, rs in dict({fork.arch: rows}, **others).items()}
-        differ = print_arch_columns(
+        print_arch_columns(
             "The same runs on each architecture's build (peak VA in MiB, OOM command "
             "buffers; a cross build runs under qemu-user):", arches, flat,
             ("stock MiB", "fork MiB", "stock OOM", "fork OOM"), "%12.1f")
-        print("every figure equal on %s" % " and ".join(arches) if not differ
-              else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
     return rows, others
 
 
@@ -554,10 +553,8 @@ def bench_panvk_llama(fork, prefix, ubatches=UBATCHES, arches=None):
                      "stock ok": int(s[0]), "fork ok": int(f[0])}
                     for fa, ub, s, f in rs}
                 for a, rs in dict({fork.arch: rows}, **others).items()}
-        differ = print_arch_columns(
+        print_arch_columns(
             "The same prefill sweep on each architecture's build (peak VA in MiB, 1 = "
             "llama-bench succeeded):", arches, flat,
             ("stock MiB", "fork MiB", "stock ok", "fork ok"), "%12d")
-        print("every figure equal on %s" % " and ".join(arches) if not differ
-              else "DIFFERENT: %s" % ", ".join("%s %s" % d for d in differ))
     return rows, others
