@@ -55,6 +55,21 @@ class Build(unittest.TestCase):
         cmd = arm.command([arm.bin_path("mesa-fork-vkcheck"), "--list"])
         self.assertEqual(cmd[:3], arm.fork.exe_wrapper)
 
+    def test_both_builds_are_of_the_same_tree(self):
+        """driverInfo names the Mesa tree's commit (git-<sha>): an arm64 prefix
+        left from an older series would compare old code with new."""
+        host, arm = targets(self)
+        for drv in arm.conf["drivers"]:
+            with self.subTest(driver=drv):
+                infos = []
+                for t in (host, arm):
+                    devs, r = t.list_devices(t.shim_env(drv))
+                    self.assertEqual(len(devs), 1, r.stderr[-2000:])
+                    infos.append(devs[0]["info"])
+                self.assertRegex(infos[0], r"git-[0-9a-f]+")
+                self.assertEqual(infos[1], infos[0],
+                                 "rebuild: bin/mesa-fork install --arch %s" % ARCH)
+
 
 class HoneykrispStreams(unittest.TestCase):
     """Every scenario of test_hk, in its three settings and with a reduced
