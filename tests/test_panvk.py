@@ -9,6 +9,7 @@ import os
 import tempfile
 import unittest
 
+import forklib
 from forklib import HOST
 
 MiB = 1 << 20
@@ -162,6 +163,21 @@ class SharedTLS(unittest.TestCase):
         s, _, _, _ = inflight("tls", 12, tls_kib=4, submit=True)
         self.assertEqual(s["ok"], 12)
 
+    def test_reset_and_rerecord_hold_one_reference_each(self):
+        """vkResetCommandBuffer drops the command buffer's reference on the
+        shared buffer and the next recording takes one: three command
+        buffers recorded, submitted, reset and recorded again twice. A
+        reset that forgets the pointer drops the reference a second time at
+        the next recording (the buffer is freed while in use: valgrind
+        errors); one that keeps the reference leaks the buffer (never
+        unmapped). The buffer is mapped once and unmapped once, last."""
+        s, _, ops, r = inflight("tls", 3, tls_kib=4, submit=True, rerecord=2, valgrind=True)
+        self.assertEqual((s["ok"], s["out_of_device_memory"]), (9, 0))
+        self.assertIn("ERROR SUMMARY: 0 errors", r.stderr)
+        self.assertIn("definitely lost: 0 bytes", r.stderr)
+        big = [o["op"] for o in ops if o["size"] >= 64 * MiB]
+        self.assertEqual(big, ["map", "unmap"], big)
+
     def test_tls_over_4_gib_is_an_error_not_a_wrap(self):
         """128 KiB per thread (a 32 KiB private array) for 2048 threads on a
         core id range of 19 is 4.75 GiB, which wrapped to 0.75 GiB in 32 bits
@@ -255,6 +271,28 @@ class WLSReuse(unittest.TestCase):
         self.assertGreater(peak, 2 << 30)
 
 
+class CommandStreamChecks(unittest.TestCase):
+    """PANVK_DEBUG=cs turns on the checks of Mesa's command stream builder
+    (cs_builder.h): among them, that no instruction reads a register an
+    asynchronous load has not finished writing (a cs_wait_slot on the
+    load/store scoreboard entry must come between). The shim's capture
+    runs loads at once and cannot see a missing wait; these checks can.
+    They are assertions, so they need the assertion build."""
+
+    def test_the_build_has_assertions(self):
+        self.assertIn("-Db_ndebug=false", forklib.config()["meson"]["options"].split(),
+                      "these checks need an assertion build of panvk")
+
+    def test_loads_are_waited_on_before_their_registers_are_used(self):
+        for kind, opts in (("tls", {}), ("tls", dict(dispatches=3, tls_mixed=True, tls_kib=1)),
+                           ("tls", dict(tls_grow=True, tls_kib=1)), ("wls", dict(dispatches=3)),
+                           ("wls", dict(dispatches=3, barrier=True))):
+            s, r = _run(kind, 3 if opts.get("tls_grow") else 1, True, False, False,
+                        dict(opts, submit=True, PANVK_DEBUG="cs"))
+            self.assertEqual(s["other"], 0, (kind, opts))
+            self.assertNotIn("before flushing loads", r.stderr)
+
+
 class Capture(unittest.TestCase):
     """What the submitted jobs point at, decoded by the panthor shim from the
     command streams (PAN_SHIM_CAPTURE)."""
@@ -283,13 +321,35 @@ class Capture(unittest.TestCase):
         # One buffer for all three, sized for the first (largest) need.
         self.assertEqual(len({j["tls"]["base"] for j in tls_jobs}), 1)
 
-    def test_stock_jobs_keep_their_own_stride(self):
-        s, dev, lines, _ = captured("tls", 3, tls_kib=1, tls_shrink=True, submit=True,
+    def test_jobs_of_one_command_buffer_share_its_stride(self):
+        """Three dispatches of one command buffer whose shaders need 1, 2
+        and 3 KiB per thread: one TLS buffer, sized at vkEndCommandBuffer
+        for the largest, and every job addresses it with that per-thread
+        size, with the per-command-buffer buffer of PANVK_SHARED_TLS=0 too
+        (patch 0015: a job with its shader's smaller stride would lay its
+        thread slots across those of a job running beside it)."""
+        for knob in ("0", "1"):
+            s, dev, lines, _ = captured("tls", 1, tls_kib=1, dispatches=3, tls_mixed=True,
+                                        submit=True, PANVK_SHARED_TLS=knob)
+            self.assertEqual(s["ok"], 1)
+            tls_jobs = [j["tls"] for j in jobs(lines) if j["tls"]]
+            self.assertEqual(len(tls_jobs), 3, knob)
+            slots = dev["threads_per_core"] * dev["core_id_range"]
+            self.assertEqual(len({(t["base"], t["thread_size"]) for t in tls_jobs}), 1,
+                             (knob, tls_jobs))
+            for t in tls_jobs:
+                self.assertTrue(t["bound"], t)
+                self.assertEqual(t["thread_size"] * slots, t["bo_size"], (knob, t))
+
+    def test_mixed_shaders_need_different_strides(self):
+        """The premise of the test above: the three shaders alone do need
+        different per-thread sizes (one command buffer each)."""
+        s, dev, lines, _ = captured("tls", 3, tls_kib=1, tls_grow=True, submit=True,
                                     PANVK_SHARED_TLS="0")
         sizes = [j["tls"]["thread_size"] for j in jobs(lines)]
         self.assertEqual(len(sizes), 3)
-        self.assertEqual(sorted(sizes, reverse=True), sizes)
-        self.assertGreater(sizes[0], sizes[2])
+        self.assertEqual(sorted(sizes), sizes)
+        self.assertLess(sizes[0], sizes[2])
 
     def test_replaced_buffer_stays_bound_while_its_work_is_pending(self):
         """Each command buffer is submitted right after it is recorded, and

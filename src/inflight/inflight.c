@@ -11,13 +11,17 @@
  *                      [--dispatches D] [--groups G] [--groups-y Y]
  *                      [--tls-kib K] [--local-size L] [--shared-kib S]
  *                      [--barrier] [--host-barrier] [--tls-grow]
- *                      [--tls-shrink] tls|wls
+ *                      [--tls-shrink] [--tls-mixed] [--rerecord R] tls|wls
  *
  * --barrier puts a compute-to-compute pipeline barrier between dispatches,
  * --host-barrier a host-to-compute one, which orders no compute work.
  * --tls-grow gives command buffer i a shader needing (i + 1) * K KiB, so
  * that each one needs more TLS than the one before; --tls-shrink gives it
- * (N - i) * K KiB, so that each one needs less.
+ * (N - i) * K KiB, so that each one needs less. --tls-mixed gives dispatch k
+ * of every command buffer a shader needing (k + 1) * K KiB, so that the jobs
+ * of one command buffer need different amounts. --rerecord R then resets
+ * every command buffer with vkResetCommandBuffer and records (and with
+ * --submit submits and waits on) it again, R more times.
  *
  *   tls   a shader spilling a K KiB (default 16) private array per thread
  *   wls   a shader with S KiB (default 32) of workgroup-shared memory (WLS)
@@ -42,9 +46,9 @@ int
 main(int argc, char **argv)
 {
    unsigned n = 12, dispatches = 1, groups = 64, groups_y = 1, tls_kib = 16;
-   unsigned local_size = 256, shared_kib = 32;
+   unsigned local_size = 256, shared_kib = 32, rerecord = 0;
    bool validate = false, do_submit = false, barriers = false, grow = false;
-   bool host_barriers = false, shrink = false;
+   bool host_barriers = false, shrink = false, mixed = false;
    const char *kind = NULL;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--validate"))
@@ -59,6 +63,8 @@ main(int argc, char **argv)
          grow = true;
       else if (!strcmp(argv[i], "--tls-shrink"))
          shrink = true;
+      else if (!strcmp(argv[i], "--tls-mixed"))
+         mixed = true;
       else if (!strcmp(argv[i], "--cmdbufs") && i + 1 < argc)
          n = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--dispatches") && i + 1 < argc)
@@ -67,6 +73,8 @@ main(int argc, char **argv)
          groups = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--groups-y") && i + 1 < argc)
          groups_y = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--rerecord") && i + 1 < argc)
+         rerecord = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--tls-kib") && i + 1 < argc)
          tls_kib = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--local-size") && i + 1 < argc)
@@ -81,13 +89,14 @@ main(int argc, char **argv)
    /* Larger sizes are the device's limits to check, not this client's. */
    if (!kind || n == 0 || n > 1024 || dispatches == 0 || groups == 0 ||
        groups_y == 0 || tls_kib == 0 || tls_kib > 256 || local_size == 0 ||
-       local_size > 1024 || shared_kib == 0 || shared_kib > 64 ||
-       (grow && shrink) || (barriers && host_barriers)) {
+       local_size > 1024 || shared_kib == 0 || shared_kib > 64 || rerecord > 64 ||
+       grow + shrink + mixed > 1 || (barriers && host_barriers)) {
       fprintf(stderr, "usage: mesa-fork-inflight [--validate] [--submit] "
                       "[--cmdbufs N] [--dispatches D] [--groups G] "
                       "[--groups-y Y] [--tls-kib K] [--local-size L] "
                       "[--shared-kib S] [--barrier] [--host-barrier] "
-                      "[--tls-grow] [--tls-shrink] tls|wls\n");
+                      "[--tls-grow] [--tls-shrink] [--tls-mixed] "
+                      "[--rerecord R] tls|wls\n");
       return 64;
    }
    bool tls = !strcmp(kind, "tls");
@@ -101,12 +110,12 @@ main(int argc, char **argv)
    mf_buffer_create(&d, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &buf);
 
-   /* One pipeline per command buffer with --tls-grow or --tls-shrink, else
-    * one for all.
+   /* One pipeline per command buffer with --tls-grow or --tls-shrink, one
+    * per dispatch with --tls-mixed, else one for all.
     */
    const uint32_t *spv = tls ? spill_spv : shared_spv;
    size_t spv_size = tls ? sizeof(spill_spv) : sizeof(shared_spv);
-   unsigned npipes = grow || shrink ? n : 1;
+   unsigned npipes = grow || shrink ? n : mixed ? dispatches : 1;
    VkPipeline *pipes = calloc(npipes, sizeof(*pipes));
    struct mf_compute c;
    for (unsigned p = 0; p < npipes; p++) {
@@ -132,42 +141,57 @@ main(int argc, char **argv)
 
    VkCommandBuffer *cmds = calloc(n, sizeof(*cmds));
    unsigned ok = 0, oom = 0, other = 0;
-   for (unsigned i = 0; i < n; i++) {
-      uint32_t words = 1 << 18;
-      cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
-      c.pipe = pipes[npipes > 1 ? i : 0];
-      mf_compute_bind(cmds[i], &c, &words, sizeof(words));
-      for (unsigned k = 0; k < dispatches; k++) {
-         if (barriers && k) {
-            mf_barrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_WRITE_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT);
+   for (unsigned round = 0; round <= rerecord; round++) {
+      for (unsigned i = 0; i < n; i++) {
+         uint32_t words = 1 << 18;
+         if (round == 0) {
+            cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+         } else {
+            VkCommandBufferBeginInfo bi = {
+               .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            };
+            MF_CHECK(vkResetCommandBuffer(cmds[i], 0));
+            MF_CHECK(vkBeginCommandBuffer(cmds[i], &bi));
          }
-         if (host_barriers && k) {
-            mf_barrier(cmds[i], VK_PIPELINE_STAGE_HOST_BIT,
-                       VK_ACCESS_HOST_WRITE_BIT,
-                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       VK_ACCESS_SHADER_READ_BIT);
+         c.pipe = pipes[grow || shrink ? i : 0];
+         mf_compute_bind(cmds[i], &c, &words, sizeof(words));
+         for (unsigned k = 0; k < dispatches; k++) {
+            if (mixed) {
+               c.pipe = pipes[k];
+               mf_compute_bind(cmds[i], &c, &words, sizeof(words));
+            }
+            if (barriers && k) {
+               mf_barrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_SHADER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_SHADER_READ_BIT);
+            }
+            if (host_barriers && k) {
+               mf_barrier(cmds[i], VK_PIPELINE_STAGE_HOST_BIT,
+                          VK_ACCESS_HOST_WRITE_BIT,
+                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          VK_ACCESS_SHADER_READ_BIT);
+            }
+            vkCmdDispatch(cmds[i], groups, groups_y, 1);
          }
-         vkCmdDispatch(cmds[i], groups, groups_y, 1);
+         VkResult r = vkEndCommandBuffer(cmds[i]);
+         ok += r == VK_SUCCESS;
+         oom += r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
+         other += r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY;
+         printf("{\"cmdbuf\": %u, \"round\": %u, \"end\": \"%s\"}\n", i, round,
+                mf_result_str(r));
+         if (r == VK_SUCCESS && do_submit) {
+            VkSubmitInfo si = {
+               .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+               .commandBufferCount = 1,
+               .pCommandBuffers = &cmds[i],
+            };
+            MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
+         }
       }
-      VkResult r = vkEndCommandBuffer(cmds[i]);
-      ok += r == VK_SUCCESS;
-      oom += r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
-      other += r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY;
-      printf("{\"cmdbuf\": %u, \"end\": \"%s\"}\n", i, mf_result_str(r));
-      if (r == VK_SUCCESS && do_submit) {
-         VkSubmitInfo si = {
-            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-            .commandBufferCount = 1,
-            .pCommandBuffers = &cmds[i],
-         };
-         MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
-      }
+      if (do_submit)
+         MF_CHECK(vkQueueWaitIdle(d.queue));
    }
-   if (do_submit)
-      MF_CHECK(vkQueueWaitIdle(d.queue));
 
    vkFreeCommandBuffers(d.dev, d.pool, n, cmds);
    free(cmds);
