@@ -146,12 +146,14 @@ class DebianSourcePackage(unittest.TestCase):
         # debian/rules clean regenerates control from control.in.
         self.assertEqual(len(deps["control"]), len(deps["control.in"]))
 
-    def make_var(self, var, profiles):
+    def make_var(self, var, profiles, **arch):
         """A variable of debian/rules as make evaluates it with the given
-        DEB_BUILD_PROFILES (on this machine's architecture)."""
+        DEB_BUILD_PROFILES (on this machine's architecture, or as arch,
+        DEB_BUILD_ARCH and DEB_HOST_ARCH, says)."""
         r = subprocess.run(["make", "-s", "-f", "debian/rules", "--eval",
                             "print-%: ; @echo $($*)", "print-" + var,
-                            "DEB_BUILD_PROFILES=" + profiles],
+                            "DEB_BUILD_PROFILES=" + profiles] +
+                           ["%s=%s" % kv for kv in sorted(arch.items())],
                            cwd=self.tree, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.split()
@@ -186,6 +188,92 @@ class DebianSourcePackage(unittest.TestCase):
         self.assertNotIn("-Dgallium-drivers=[]", off)
         self.assertIn("-Dvideo-codecs=all", off)
 
+    def test_cross_build_takes_mesa_compilers_from_a_native_build(self):
+        """dpkg-buildpackage -a arm64 -Pcross,nocheck,PROFILE: the arm64
+        drivers without LLVM, Mesa's compilers named in a native file that
+        a native build of the same tree writes; a native arm64 build keeps
+        Debian's LLVM build. ANV only on x86."""
+        c = forklib.config()
+        profile = c["debsrc"]["profile"]
+        profiles = "cross nocheck " + profile
+        cross = self.make_var("confflags", profiles, DEB_BUILD_ARCH="amd64",
+                              DEB_HOST_ARCH="arm64")
+        native = self.make_var("confflags", "nocheck " + profile, DEB_BUILD_ARCH="arm64",
+                               DEB_HOST_ARCH="arm64")
+        for flags in (cross, native):
+            self.assertIn("-Dvulkan-drivers=['panfrost','asahi']", flags)
+        for opt in ("-Dllvm=disabled", "-Dmesa-clc=system", "-Dprecomp-compiler=system",
+                    "--native-file=%s/build-native/mesa-fork-tools.ini" % self.tree):
+            self.assertIn(opt, cross)
+            self.assertNotIn(opt, native)
+        self.assertNotIn("-Dllvm=enabled", cross)
+        self.assertIn("-Dllvm=enabled", native)
+        # The native build makes exactly the compilers config/fork.ini
+        # names, and the native file points at them.
+        r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure",
+                            "DEB_BUILD_PROFILES=" + profiles, "DEB_BUILD_ARCH=amd64",
+                            "DEB_HOST_ARCH=arm64", "DEB_BUILD_GNU_TYPE=x86_64-linux-gnu",
+                            "DEB_BUILD_OPTIONS=parallel=3 nocheck"],
+                           cwd=self.tree, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = " ".join(r.stdout.replace("\\\n", " ").split())
+        tools = dict(t.split("=", 1) for t in c["meson"]["cross_native_tools"].split())
+        self.assertIn("ninja -C build-native -j3 %s" % " ".join(
+            p for _, p in sorted(tools.items())), out)
+        for name, path in tools.items():
+            self.assertIn("%s = '%s/build-native/%s'" % (name, self.tree, path), out)
+        # Its compilers are the build machine's, without the target's flags.
+        self.assertIn("env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS", out)
+        self.assertIn("CC=x86_64-linux-gnu-gcc", out)
+        self.assertLess(out.index("meson setup build-native"), out.index("dh_auto_configure"))
+        # A native build has no native build of its own.
+        r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure",
+                            "DEB_BUILD_PROFILES=nocheck " + profile, "DEB_BUILD_ARCH=arm64",
+                            "DEB_HOST_ARCH=arm64"], cwd=self.tree, capture_output=True, text=True)
+        self.assertNotIn("build-native", r.stdout)
+
+    def test_cross_build_dependencies(self):
+        """What runs on the build machine in a cross build with the profile
+        is a :native build-dependency there, and stays as Debian wrote it
+        for every other build; Multi-Arch: foreign ones (dpkg refuses
+        :native on them) stay as they are."""
+        profile = forklib.config()["debsrc"]["profile"]
+        for name in ("control", "control.in"):
+            src, _ = self.control(name)
+            deps = [d.strip() for d in src["Build-Depends"].split(",") if d.strip()]
+            for pkg in ("python3", "python3-mako", "python3-yaml", "spirv-tools",
+                        "llvm-19-dev" if name == "control" else "llvm-@LLVM_VERSION@-dev",
+                        "libclang-cpp19-dev" if name == "control"
+                        else "libclang-cpp@LLVM_VERSION@-dev"):
+                forms = [d for d in deps if d.split()[0] in (pkg, pkg + ":native")]
+                self.assertEqual(len(forms), 2, (name, pkg, forms))
+                self.assertTrue(forms[0].startswith(pkg + " ") and
+                                forms[0].endswith(" <!cross> <!%s>" % profile), forms)
+                self.assertTrue(forms[1].startswith(pkg + ":native") and
+                                forms[1].endswith(" <cross %s>" % profile), forms)
+            for pkg in ("libdrm-dev", "zlib1g-dev", "libwayland-dev"):
+                self.assertIn("%s:native <cross %s>" % (pkg, profile), deps, name)
+            for pkg in ("python3-ply", "python3-setuptools"):
+                self.assertIn(pkg, deps, name)
+
+    def test_dpkg_checkbuilddeps_in_the_arm64_build_chroot(self):
+        """The cross profile's build-dependencies are what the arm64 build
+        chroot of `mesa-fork deb --arch arm64` holds."""
+        c = forklib.config()
+        root = os.path.join(forklib.WORK, "chroot", "%s-build-arm64" % c["deb"]["suite"])
+        if not os.path.exists(os.path.join(root, ".mesa-fork-ready")):
+            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork deb --arch arm64' "
+                                  "makes it" % root)
+        if os.geteuid() != 0:
+            forklib.skip_optional("chroot needs root")
+        profile = c["debsrc"]["profile"]
+        with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
+            shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
+            inside = os.path.join("/tmp", os.path.basename(tmp), "control")
+            r = run(["chroot", root, "dpkg-checkbuilddeps", "-a", "arm64", "-P",
+                     "cross,nocheck," + profile, inside])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_dpkg_checkbuilddeps_in_the_build_chroot(self):
         """The profile's build-dependencies are what the build chroot of
         `mesa-fork deb` holds, and the full build needs more."""
@@ -211,6 +299,34 @@ class DebianSourcePackage(unittest.TestCase):
             r = run([forklib.CLI, "debsrc", "--output", out], env=self.env)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("set DEBFULLNAME and DEBEMAIL", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+
+class CrossPackages(unittest.TestCase):
+    """`deb --arch`: what a cross build cannot do is refused with its
+    reason, before any chroot is made."""
+
+    def deb(self, *args):
+        if os.geteuid() != 0:
+            forklib.skip_optional("deb needs root")
+        return run([forklib.CLI, "deb"] + list(args), timeout=120)
+
+    def test_full_cross_build_is_refused_with_the_reason(self):
+        r = self.deb("--arch", "arm64", "--full")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not Multi-Arch: same", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_check_in_a_cross_build_is_refused(self):
+        r = self.deb("--arch", "arm64", "--check")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot run the target's tests", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+
+    def test_unknown_architecture_is_refused(self):
+        r = self.deb("--arch", "sparc64", "--no-build")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no [arch.sparc64] in config/fork.ini", r.stderr)
         self.assertNotIn("Traceback", r.stderr)
 
 

@@ -80,6 +80,12 @@ def load(top, arch=None):
     return cp
 
 
+def cross_native_tools(conf):
+    """{program: path in a Mesa build tree} of [meson] cross_native_tools:
+    the compilers a cross build takes from a native build."""
+    return dict(item.split("=", 1) for item in conf["meson"]["cross_native_tools"].split())
+
+
 def fork_release(conf):
     """'mesa-fork 1': what the driverInfo of every fork driver names."""
     return "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])

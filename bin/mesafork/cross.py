@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 from . import apt, distro
-from .config import arch_section
+from .config import arch_section, cross_native_tools
 from .proc import die, rel, remove_tree, run, step, write_if_changed
 
 
@@ -194,11 +194,8 @@ def cross_file(fork):
 def native_tools(fork):
     """{program: path} of the native build's tools the cross build runs."""
     host = fork.for_arch(fork.host_arch)
-    tools = {}
-    for item in arch_conf(fork).get("native_tools", "").split():
-        name, path = item.split("=", 1)
-        tools[name] = os.path.join(host.build, path)
-    return tools
+    return {name: os.path.join(host.build, path)
+            for name, path in cross_native_tools(fork.conf).items()}
 
 
 def native_file_entries(fork):

@@ -27,7 +27,7 @@ import subprocess
 import time
 
 from . import apt, debian
-from .config import debian_version, fork_release
+from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
 from .proc import die, fmt_time, rel, remove_tree, run, step
 
@@ -46,12 +46,15 @@ class Chroot:
         self.root = root
         self.binds = list(binds)
 
-    def ensure(self, suite, variant, mirror, sources, packages):
-        """debootstrap once, then the apt sources and packages; the stamp
-        lists all of it, so a changed list redoes only the apt part."""
+    def ensure(self, suite, variant, mirror, sources, packages, foreign=()):
+        """debootstrap once, then the foreign architectures, the apt sources
+        and packages; the stamp lists all of it, so a changed list redoes
+        only the apt part."""
         stamp = os.path.join(self.root, ".mesa-fork-ready")
         want = "suite %s\nvariant %s\nmirror %s\n%s\npackages %s\n" % (
             suite, variant, mirror, sources, " ".join(sorted(packages)))
+        if foreign:
+            want += "foreign %s\n" % " ".join(foreign)
         if os.path.exists(stamp) and open(stamp).read() == want:
             return
         if not shutil.which("debootstrap"):
@@ -70,6 +73,8 @@ class Chroot:
         with open(os.path.join(self.root, "etc", "apt", "sources.list"), "w") as f:
             f.write(sources)
         with self.mounted():
+            for arch in foreign:
+                self.run_in(["dpkg", "--add-architecture", arch], quiet=True)
             with step("apt-get install in %s: %s" % (rel(self.root), " ".join(packages))):
                 self.run_in(["apt-get", "update"], quiet=True)
                 self.apt_install(packages)
@@ -128,9 +133,10 @@ def inside(work_deb, path):
     return os.path.join(INSIDE, os.path.relpath(path, work_deb))
 
 
-def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
-    """dpkg-source -x, build-dep, dpkg-buildpackage -B; returns the
-    .changes file and the build time in seconds."""
+def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=None):
+    """dpkg-source -x, build-dep, dpkg-buildpackage -B (with host_arch, a
+    cross build: -a host_arch and the cross profile); returns the .changes
+    file and the build time in seconds."""
     conf = fork.conf["deb"]
     tree_parent = os.path.join(work_deb, "build")
     shutil.rmtree(tree_parent, ignore_errors=True)
@@ -138,6 +144,11 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
     b = fork.conf["base"]
     tree = os.path.join(tree_parent, "%s-%s" % (b["package"], b["upstream_version"]))
     profiles = [profile] if profile else []
+    cross = ["-a", host_arch] if host_arch else []
+    if host_arch:
+        # Debian's build profiles for cross builds: cross always, nocheck
+        # because the target's tests cannot run on the build machine.
+        profiles = ["cross", "nocheck"] + profiles
     with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True)
@@ -147,17 +158,22 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
         chroot.run_in(["apt-get", "update"], quiet=True)
         chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
         chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
-    with step("apt-get build-dep %s%s" % (os.path.basename(dsc),
-                                           " -P " + profile if profile else "")):
-        chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] +
+    with step("apt-get build-dep %s%s" % (" ".join(cross + [os.path.basename(dsc)]),
+                                           " -P " + ",".join(profiles) if profiles else "")):
+        chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +
                       (["-P", ",".join(profiles)] if profiles else []) +
                       [inside(work_deb, dsc)], quiet=True)
     log = os.path.join(work_deb, "build.log")
-    opts = ["parallel=%d" % jobs] + ([] if check else ["nocheck"])
-    cmd = ["nice", "-n", "10", "dpkg-buildpackage", "-B", "-us", "-uc"] + \
+    opts = ["parallel=%d" % jobs] + ([] if check and not host_arch else ["nocheck"])
+    cmd = ["nice", "-n", "10", "dpkg-buildpackage", "-B", "-us", "-uc"] + cross + \
         (["-P" + ",".join(profiles)] if profiles else [])
     env = {"DEB_BUILD_OPTIONS": " ".join(opts), "CCACHE_DIR": CCACHE_INSIDE,
            "CCACHE_MAXSIZE": "5G"}
+    if host_arch:
+        # Meson puts ccache in front of the compilers it finds itself, not
+        # of those a cross file names; ccache's directory of compiler names
+        # (aarch64-linux-gnu-gcc among them) first on PATH does it.
+        env["PATH"] = "/usr/lib/ccache:" + PATH
     what = "%s (DEB_BUILD_OPTIONS=\"%s\"; log %s)" % (" ".join(cmd[3:]), env["DEB_BUILD_OPTIONS"],
                                                      rel(log))
     t0 = time.monotonic()
@@ -171,7 +187,8 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs):
             die("deb: dpkg-buildpackage failed (exit %d); the whole log is %s"
                 % (r.returncode, rel(log)))
     took = time.monotonic() - t0
-    changes = glob.glob(os.path.join(tree_parent, "*_%s_*.changes" % debian_version(fork.conf)))
+    changes = glob.glob(os.path.join(tree_parent, "*_%s_%s.changes" % (
+        debian_version(fork.conf), host_arch or "*")))
     if len(changes) != 1:
         die("deb: expected one .changes file in %s, found %d" % (rel(tree_parent), len(changes)))
     return changes[0], took
@@ -393,6 +410,103 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
         return ok
 
 
+def external_depends(debs):
+    """Names of the packages debs depend on that are not among them (first
+    alternatives, without versions or architecture qualifiers)."""
+    names = {deb_fields(d)["Package"] for d in debs}
+    out = []
+    for d in debs:
+        f = deb_fields(d)
+        for alt in (f.get("Depends", "") + "," + f.get("Pre-Depends", "")).split(","):
+            dep = alt.split("|")[0].split("(")[0].split(":")[0].strip()
+            if dep and dep not in names and dep not in out:
+                out.append(dep)
+    return out
+
+
+# Where show_cross puts the statically linked qemu-user inside the root.
+QEMU_INSIDE = "/usr/libexec/mesa-fork"
+
+
+def in_root(target, root, cmd, preload):
+    """cmd, a program of the root, run in it with preload in its
+    LD_PRELOAD: chroot into root, then qemu-user, statically linked and
+    copied into the root, runs it. (qemu's -L prefix is not enough: it does
+    not translate faccessat(), with which the Vulkan loader checks each
+    manifest it lists, so the loader would find /usr/share/vulkan/icd.d and
+    then open none of its files.) LD_PRELOAD goes through qemu's -E, so
+    that the host's chroot program does not try to preload it."""
+    from . import cross
+    chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+    return [chroot, root, os.path.join(QEMU_INSIDE, cross.arch_conf(target)["qemu"]),
+            "-E", "LD_PRELOAD=" + preload] + cmd
+
+
+def show_cross(fork, target, work_deb, changes, prefix):
+    """The cross-built packages shown working without installing anything
+    on this machine: a root of the target's packages unpacked by mmdebstrap
+    (the suite's vulkan-tools, the validation layer and what the packages
+    depend on), the packages unpacked into a copy of it, and each driver
+    from /usr/share/vulkan/icd.d on the package's own drm-shim, inside that
+    root under qemu-user: vulkaninfo, then mesa-fork-vkcheck under the
+    validation layer."""
+    from . import cross
+    conf = fork.conf["deb"]
+    debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
+    by_name = {deb_fields(d)["Package"]: d for d in debs}
+    if "mesa-drm-shim" not in by_name:
+        die("deb: the build made no mesa-drm-shim package")
+    shown = same_build_closure(debs, "mesa-vulkan-drivers") + [by_name["mesa-drm-shim"]]
+    pkgs = sorted(set(conf["test_packages"].split() + external_depends(shown)))
+    base = os.path.join(fork.work, "chroot", "%s-%s-base" % (conf["suite"], target.arch))
+    cross.extract_root(target, conf["suite"], pkgs, base,
+                       "root for the packages, %d packages" % len(pkgs))
+    root = os.path.join(fork.work, "chroot", "%s-%s-test" % (conf["suite"], target.arch))
+    with step("fresh %s root %s (a copy of %s), with %s unpacked"
+              % (target.arch, rel(root), rel(base),
+                 " ".join(os.path.basename(d) for d in shown))):
+        remove_tree(root)
+        run(["cp", "-a", "--reflink=auto", base, root])
+        for d in shown:
+            run(["dpkg-deb", "-x", d, root], quiet=True)
+    icds = os.path.join(root, "usr", "share", "vulkan", "icd.d")
+    print("system ICD manifests: " + " ".join(sorted(os.listdir(icds))))
+    vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
+    shutil.copy2(vkcheck, os.path.join(root, "usr", "bin"))
+    qemu = shutil.which(cross.arch_conf(target)["qemu"])
+    os.makedirs(os.path.join(root, QEMU_INSIDE.lstrip("/")))
+    shutil.copy2(qemu, os.path.join(root, QEMU_INSIDE.lstrip("/")))
+    libdir = os.path.join("/usr/lib", multiarch(target.arch))
+    tag = "Mesa %s (%s)" % (debian_version(fork.conf), fork_release(fork.conf))
+    ok_all = True
+    for drv in target.conf["drivers"]:
+        shim = os.path.join(libdir, os.path.basename(target.conf["drivers"][drv].split()[1]))
+        if not os.path.exists(os.path.join(root, shim[1:])):
+            die("deb: mesa-drm-shim has no %s" % shim)
+        env = {"HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}
+        env.update(shim_env_pairs(target.conf, drv))
+        print("---- %s on its drm-shim %s (%s), ICDs from /usr/share/vulkan/icd.d, "
+              "chroot and %s" % (drv, shim, " ".join("%s=%s" % kv for kv in shim_env_pairs(
+                  target.conf, drv).items()), cross.describe(target).split(",")[0]))
+        lines = vulkaninfo_device_lines(env, command=in_root(target, root,
+                                                              ["/usr/bin/vulkaninfo"], shim))
+        print("\n".join("  vulkaninfo: " + line for line in lines))
+        shown_ok = any(tag in line for line in lines) and \
+            any(line.startswith("driverName") and line.split("=", 1)[1].strip().startswith(
+                DRIVER_NAMES[drv]) for line in lines)
+        c = subprocess.run(in_root(target, root, ["/usr/bin/mesa-fork-vkcheck", "--validate"],
+                                   shim),
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, errors="replace", timeout=600)
+        for line in c.stdout.splitlines():
+            print("  vkcheck: " + line)
+        good = shown_ok and c.returncode == 0
+        print("  => %s" % ("OK" if good else "FAILED (driverInfo names the fork: %s, "
+                           "vkcheck exit %d)" % (shown_ok, c.returncode)))
+        ok_all &= good
+    return ok_all
+
+
 def last_build(fork, work_deb):
     """The .changes of the previous build and its build time."""
     changes = glob.glob(os.path.join(work_deb, "build", "*_%s_*.changes"
@@ -403,9 +517,12 @@ def last_build(fork, work_deb):
     return changes[0], float(open(stamp).read())
 
 
-def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, prefix=None):
+def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, prefix=None,
+        arch=None):
     """Build the binary packages of our source package in a clean trixie
-    chroot, lint them, and show mesa-vulkan-drivers working in another."""
+    chroot, lint them, and show mesa-vulkan-drivers working in another.
+    With --arch, cross-build them for that architecture and show them under
+    qemu-user."""
     if os.geteuid() != 0:
         die("deb: run as root (debootstrap, chroot and bind mounts need it)")
     from . import distro
@@ -413,6 +530,9 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
     if not osr.is_debian:
         die("deb: builds Debian packages with Debian's debootstrap and archive; this is "
             "%s, not Debian" % osr.describe())
+    target = fork.for_arch(arch) if arch and arch != fork.host_arch else None
+    if target:
+        return deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix)
     conf = fork.conf["deb"]
     suite = conf["suite"]
     profile = None if full else fork.conf["debsrc"]["profile"]
@@ -470,3 +590,71 @@ def finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test):
         fmt_time(took), " -P" + profile if profile else ""))
     if not ok:
         die("deb: a driver of the installed package did not come up on its drm-shim")
+
+
+def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
+    """deb --arch: the profile's packages cross-built for target.arch in
+    their own build chroot (the target added as a foreign architecture,
+    Debian's crossbuild-essential), linted, and shown under qemu-user."""
+    from . import cross
+    if full:
+        die("deb --arch %s --full: not supported. Debian's llvm-19-dev and libclang-19-dev "
+            "are not Multi-Arch: same, so one build chroot cannot hold the build "
+            "machine's LLVM (for Mesa's compilers) and the target's (for llvmpipe, "
+            "radeonsi, rusticl): build the full package natively on %s"
+            % (target.arch, target.arch))
+    if check:
+        die("deb --arch %s --check: a cross build cannot run the target's tests "
+            "(nocheck); 'bin/mesa-fork test --arch %s' runs them under qemu"
+            % (target.arch, target.arch))
+    conf = fork.conf["deb"]
+    suite = conf["suite"]
+    profile = fork.conf["debsrc"]["profile"]
+    prefix = target.prefix(prefix)
+    if not no_test:
+        cross.require_host_tools(target, guest=False)
+        if not os.path.exists(os.path.join(prefix, "bin", "mesa-fork-vkcheck")):
+            die("deb --arch %s: no %s; run 'bin/mesa-fork install --arch %s' first, or pass "
+                "--prefix (or --no-test)" % (target.arch, rel(os.path.join(
+                    prefix, "bin", "mesa-fork-vkcheck")), target.arch))
+    mirror, _ = apt.debian_mirror(apt.os_codename())
+    work_deb = os.path.join(fork.work, "deb-%s" % target.arch)
+    if no_build:
+        changes, took = last_build(fork, work_deb)
+        print("deb: the %s build of %s, %s" % (target.arch, rel(changes), fmt_time(took)))
+    else:
+        ccache = os.path.join(fork.work, "ccache-deb")
+        os.makedirs(ccache, exist_ok=True)
+        src = os.path.join(work_deb, "src")
+        shutil.rmtree(src, ignore_errors=True)
+        debian.debsrc(fork, output=src)
+        dsc = os.path.join(src, "%s_%s.dsc" % (fork.conf["base"]["package"],
+                                               debian_version(fork.conf)))
+        build = Chroot(os.path.join(fork.work, "chroot", "%s-build-%s" % (suite, target.arch)),
+                       [(work_deb, INSIDE), (ccache, CCACHE_INSIDE)])
+        pkgs = conf["build_packages"].split() + \
+            conf["cross_build_packages"].replace("{arch}", target.arch).split()
+        build.ensure(suite, "buildd", mirror, sources_list(mirror, suite, [conf["backports"]]),
+                     pkgs, foreign=[target.arch])
+        with build.mounted():
+            changes, took = build_packages(fork, build, work_deb, dsc, profile, False, jobs,
+                                           host_arch=target.arch)
+            print()
+            print("cross-built for %s with profiles cross,nocheck,%s in %s:"
+                  % (target.arch, profile, fmt_time(took)))
+            for d in sorted(glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))):
+                print("  %-60s %8d KiB" % (os.path.basename(d), os.path.getsize(d) // 1024))
+            print()
+            lintian_summary(build, work_deb, changes)
+        with open(os.path.join(work_deb, "build", "build-time"), "w") as f:
+            f.write("%.1f\n" % took)
+    if no_test:
+        print("deb: build time %s" % fmt_time(took))
+        return
+    print()
+    ok = show_cross(fork, target, work_deb, changes, prefix)
+    print()
+    print("deb: %s build time %s (dpkg-buildpackage -B -a %s -Pcross,nocheck,%s)"
+          % (target.arch, fmt_time(took), target.arch, profile))
+    if not ok:
+        die("deb: a driver of the %s package did not come up on its drm-shim" % target.arch)

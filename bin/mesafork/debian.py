@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 
 from . import series, sources
-from .config import debian_version, fork_release
+from .config import cross_native_tools, debian_version, fork_release
 from .proc import die, rel, run, step
 
 
@@ -35,18 +35,40 @@ def _replace_once(text, old, new, what):
     return text.replace(old, new, 1)
 
 
-def profile_rules(profile, drivers):
+def profile_driver_lines(drivers, driver_archs):
+    """VULKAN_DRIVERS of the profile, in make: each driver, inside an
+    architecture test where driver_archs ({driver: [arch]}) restricts it."""
+    lines = ["  VULKAN_DRIVERS =\n"]
+    for d in drivers:
+        if d in driver_archs:
+            lines.append("  ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
+                         "    VULKAN_DRIVERS += %s\n  endif\n" % (" ".join(driver_archs[d]), d))
+        else:
+            lines.append("  VULKAN_DRIVERS += %s\n" % d)
+    return "".join(lines)
+
+
+# Where the native build of a cross build puts the meson native file that
+# names its compilers (debian/rules variable MESA_FORK_NATIVE_FILE).
+NATIVE_DIR = "build-native"
+NATIVE_FILE = NATIVE_DIR + "/mesa-fork-tools.ini"
+
+
+def profile_rules(profile, drivers, driver_archs=None):
     """The debian/rules block that makes the profile build only `drivers`
     and Mesa's Vulkan layers and drm-shims: no OpenGL, EGL, GBM, gallium
-    driver, VA-API, VDPAU, XA, Nine, OpenCL or Teflon."""
+    driver, VA-API, VDPAU, XA, Nine, OpenCL or Teflon. In a cross build
+    Mesa's compilers come from a native build (native_tools_rule)."""
     return (
         "# mesa-fork: with the build profile %(p)s, only the Vulkan drivers\n"
-        "# the fork changes (%(d)s, on every architecture), Mesa's Vulkan\n"
-        "# layers and the drm-shims are built: mesa-vulkan-drivers and\n"
-        "# mesa-drm-shim. Build without the profile for the whole of Mesa.\n"
+        "# the fork changes (%(d)s), Mesa's Vulkan layers and the drm-shims\n"
+        "# are built: mesa-vulkan-drivers and mesa-drm-shim. Build without the\n"
+        "# profile for the whole of Mesa.\n"
+        "DEB_BUILD_ARCH     ?= $(shell dpkg-architecture -qDEB_BUILD_ARCH)\n"
+        "DEB_BUILD_GNU_TYPE ?= $(shell dpkg-architecture -qDEB_BUILD_GNU_TYPE)\n"
         "ifneq (,$(filter %(p)s,$(DEB_BUILD_PROFILES)))\n"
         "  GALLIUM_DRIVERS =\n"
-        "  VULKAN_DRIVERS = %(d)s\n"
+        "%(v)s"
         "  confflags_GALLIUM := $(filter -Dllvm=%% -Dintel-clc=%% -Dvideo-codecs=%%,\\\n"
         "\t$(confflags_GALLIUM))\n"
         "  confflags_DIRECT_RENDERING =\n"
@@ -61,7 +83,48 @@ def profile_rules(profile, drivers):
         "  ifneq (,$(filter nocheck,$(DEB_BUILD_OPTIONS)))\n"
         "    confflags_PROFILE += -Dbuild-tests=false\n"
         "  endif\n"
-        "endif\n\n" % {"p": profile, "d": " ".join(drivers)})
+        "  ifneq ($(DEB_BUILD_ARCH),$(DEB_HOST_ARCH))\n"
+        "    # Cross build: Mesa's compilers that run during the build come from\n"
+        "    # a native build of this tree, named in a meson native file (Mesa's\n"
+        "    # \"system\" choice), so the target's drivers need no LLVM.\n"
+        "    MESA_FORK_NATIVE_FILE = %(nf)s\n"
+        "    confflags_GALLIUM := $(filter-out -Dllvm=%%,$(confflags_GALLIUM))\n"
+        "    confflags_PROFILE += -Dllvm=disabled -Dmesa-clc=system \\\n"
+        "\t-Dprecomp-compiler=system --native-file=$(CURDIR)/$(MESA_FORK_NATIVE_FILE)\n"
+        "  endif\n"
+        "endif\n\n" % {"p": profile, "d": " ".join(drivers), "nf": NATIVE_FILE,
+                       "v": profile_driver_lines(drivers, driver_archs or {})})
+
+
+def native_tools_rule(tools):
+    """The rule of debian/rules that makes MESA_FORK_NATIVE_FILE: a meson
+    build of this tree for the build machine with only what Mesa's
+    compilers need, the compilers tools ({name: path in the build tree}),
+    and the native file naming them. The package build's CFLAGS, CPPFLAGS
+    and LDFLAGS are the target's (dpkg-buildpackage -a), so they are
+    unset; CC is the build machine's compiler."""
+    binaries = "".join("%s = '$(CURDIR)/%s/%s'\\n" % (n, NATIVE_DIR, p)
+                       for n, p in sorted(tools.items()))
+    return (
+        "# mesa-fork: the native build of a cross build with the profile (see\n"
+        "# MESA_FORK_NATIVE_FILE above).\n"
+        "%(nf)s:\n"
+        "\tenv -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS -u PKG_CONFIG \\\n"
+        "\t    -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR \\\n"
+        "\t    CC=$(DEB_BUILD_GNU_TYPE)-gcc CXX=$(DEB_BUILD_GNU_TYPE)-g++ \\\n"
+        "\t  meson setup %(nd)s . --wrap-mode=nodownload --buildtype=release \\\n"
+        "\t    -Dvulkan-drivers=asahi -Dgallium-drivers= -Dplatforms= -Dvulkan-layers= \\\n"
+        "\t    -Dtools= -Dopengl=false -Dglx=disabled -Degl=disabled -Dgbm=disabled \\\n"
+        "\t    -Dgles1=disabled -Dgles2=disabled -Dglvnd=disabled -Dllvm=enabled \\\n"
+        "\t    -Dshared-llvm=enabled -Dmesa-clc=enabled -Dprecomp-compiler=enabled \\\n"
+        "\t    -Dbuild-tests=false -Dvalgrind=disabled -Dlibunwind=disabled \\\n"
+        "\t    -Dlmsensors=disabled -Dzstd=disabled -Dexpat=disabled -Dxmlconfig=disabled \\\n"
+        "\t    -Dvideo-codecs=\n"
+        "\tninja -C %(nd)s $(patsubst parallel=%%,-j%%,$(filter parallel=%%,$(DEB_BUILD_OPTIONS))) \\\n"
+        "\t    %(targets)s\n"
+        "\tprintf \"[binaries]\\n%(bin)s\" >$@\n\n"
+        % {"nf": NATIVE_FILE, "nd": NATIVE_DIR, "bin": binaries,
+           "targets": " ".join(p for _, p in sorted(tools.items()))})
 
 
 def profile_overrides(profile):
@@ -89,10 +152,11 @@ def profile_overrides(profile):
         "else\n" % profile)
 
 
-def patch_debian_rules(path, tag, asahi_archs, profile, profile_drivers):
+def patch_debian_rules(path, tag, asahi_archs, profile, profile_drivers,
+                       driver_archs=None, native_tools=None):
     """Name the build in driverInfo, build Honeykrisp on asahi_archs inside
     the block where Debian builds the other Arm Vulkan drivers, and add the
-    build profile."""
+    build profile, which can cross-build with native_tools."""
     with open(path) as f:
         text = f.read()
     anchor = "\t-Dvulkan-drivers=\"[$(VULKAN_DRIVERS_LIST)]\" \\\n"
@@ -102,15 +166,21 @@ def patch_debian_rules(path, tag, asahi_archs, profile, profile_drivers):
     text = _replace_once(text, arm, arm + "    ifneq (,$(filter $(DEB_HOST_ARCH), %s))\n"
                          "\tVULKAN_DRIVERS += asahi\n    endif\n" % " ".join(asahi_archs),
                          "Arm Vulkan driver line")
-    text = _replace_once(text, "empty:=\n", profile_rules(profile, profile_drivers) + "empty:=\n",
+    text = _replace_once(text, "empty:=\n",
+                         profile_rules(profile, profile_drivers, driver_archs) + "empty:=\n",
                          "'empty:=' line (driver lists quoted)")
     text = _replace_once(text, "\t$(confflags_TEFLON)\n",
                          "\t$(confflags_TEFLON) \\\n\t$(confflags_PROFILE)\n",
                          "$(confflags_TEFLON) line ending confflags")
     start = "override_dh_installchangelogs:\n"
     end = "override_dh_makeshlibs:\n"
-    text = _replace_once(text, start, profile_overrides(profile) + start,
-                         "override_dh_installchangelogs")
+    text = _replace_once(text, start, native_tools_rule(native_tools or {}) +
+                         profile_overrides(profile) + start, "override_dh_installchangelogs")
+    text = _replace_once(text, "override_dh_auto_configure: rewrite_wrap_files\n",
+                         "override_dh_auto_configure: rewrite_wrap_files "
+                         "$(MESA_FORK_NATIVE_FILE)\n", "override_dh_auto_configure")
+    text = _replace_once(text, "\trm -rf build\n", "\trm -rf build %s\n" % NATIVE_DIR,
+                         "'rm -rf build' in override_dh_clean")
     text = _replace_once(text, end, "endif\n\n" + end, "override_dh_makeshlibs")
     with open(path, "w") as f:
         f.write(text)
@@ -145,9 +215,29 @@ def patch_debian_control(path, profile, libc_min, asahi_archs):
         f.write("\n\n".join(out))
 
 
+# Build-dependencies that run on the build machine in a cross build with
+# the profile (Mesa's compilers and their LLVM, the Python of Mesa's code
+# generators) and are not Multi-Arch: foreign (those already serve the
+# build machine, and dpkg refuses :native on them: libclc, python3-ply):
+# by name, or by prefix where the name carries LLVM's version
+# (debian/control.in writes it @LLVM_VERSION@).
+CROSS_NATIVE_BUILD_DEPS = ("spirv-tools", "python3", "python3-mako", "python3-yaml")
+CROSS_NATIVE_PREFIXES = ("llvm-", "libclang-", "libllvmspirvlib-")
+
+# What the native build of a cross build links besides those (libdrm for
+# Honeykrisp's configure, zlib for Mesa's util, wayland-scanner.pc, which
+# meson looks up for the build machine).
+CROSS_NATIVE_EXTRA = ("libdrm-dev", "zlib1g-dev", "libwayland-dev")
+
+
+def _is_cross_native(name):
+    return name in CROSS_NATIVE_BUILD_DEPS or name.startswith(CROSS_NATIVE_PREFIXES)
+
+
 def _profile_build_deps(lines, profile, libc_min, asahi_archs):
     start = lines.index("Build-Depends:")
     i = start + 1
+    cross = "<cross %s>" % profile
     while i < len(lines) and lines[i].startswith(" "):
         dep = lines[i].strip().rstrip(",")
         name = dep.split()[0]
@@ -157,11 +247,31 @@ def _profile_build_deps(lines, profile, libc_min, asahi_archs):
             else:
                 dep += " <!%s>" % profile
             lines[i] = " %s," % dep
+        elif _is_cross_native(name):
+            if dep.endswith(">"):
+                die("debsrc: debian/control: %s already has build profiles" % dep)
+            # Build-Profiles: groups are alternatives, terms in one group
+            # all hold. Debian's own builds (native, or cross without the
+            # profile) keep the dependency as it was.
+            lines[i] = " %s <!cross> <!%s>," % (dep, profile)
+            native = name + ":native" + dep[len(name):]
+            lines.insert(i + 1, " %s %s," % (native, cross))
+            i += 1
         i += 1
     lines[i:i] = [" linux-libc-dev (>= %s) [%s] <!%s>," % (libc_min, " ".join(asahi_archs),
                                                             profile),
-                  " linux-libc-dev (>= %s) <%s>," % (libc_min, profile)]
+                  " linux-libc-dev (>= %s) <%s>," % (libc_min, profile)] + \
+        [" %s:native %s," % (n, cross) for n in CROSS_NATIVE_EXTRA]
     return lines
+
+
+def profile_driver_archs(d):
+    """{driver: [arch]} of [debsrc] profile_driver_architectures."""
+    out = {}
+    for item in d.get("profile_driver_architectures", "").split():
+        drv, archs = item.split("=", 1)
+        out[drv] = archs.split(",")
+    return out
 
 
 def changelog_maintainer():
@@ -259,7 +369,8 @@ def debsrc(fork, output=None):
             # so driverInfo starts "Mesa 25.0.7-2+deb13u1+mesafork1": the tag
             # adds only the fork's name and release.
             patch_debian_rules(os.path.join(src, "debian", "rules"), fork_release(fork.conf),
-                               archs, d["profile"], d["profile_vulkan_drivers"].split())
+                               archs, d["profile"], d["profile_vulkan_drivers"].split(),
+                               profile_driver_archs(d), cross_native_tools(fork.conf))
         with step("debian/control, control.in: what profile %s skips; Maintainer" % d["profile"]):
             for name in ("control", "control.in"):
                 patch_debian_control(os.path.join(src, "debian", name), d["profile"],
@@ -271,8 +382,10 @@ def debsrc(fork, output=None):
             % (fork_release(fork.conf), " ".join(archs)),
             "debian/control: Build-Depends on linux-libc-dev (>= %s) where Honeykrisp"
             " is built, for <drm/asahi_drm.h>." % d["asahi_linux_libc_dev"],
-            "Build profile %s: only mesa-vulkan-drivers (ANV, panvk, Honeykrisp)"
-            " and mesa-drm-shim; see the fork's docs/shipping.md." % d["profile"],
+            "Build profile %s: only mesa-vulkan-drivers (ANV on x86, panvk,"
+            " Honeykrisp) and mesa-drm-shim; cross-builds with -Pcross,nocheck,%s,"
+            " Mesa's compilers from a native build; see the fork's docs/shipping.md."
+            % (d["profile"], d["profile"]),
             "Maintainer: the fork's packager (the package is Debian's, maintained by"
             " %s); Vcs-* dropped." % debian_maintainer]
         with step("debian/changelog: %s by %s" % (version, maintainer)):
