@@ -256,39 +256,35 @@ class DebianSourcePackage(unittest.TestCase):
             for pkg in ("python3-ply", "python3-setuptools"):
                 self.assertIn(pkg, deps, name)
 
-    def test_dpkg_checkbuilddeps_in_the_arm64_build_chroot(self):
-        """The cross profile's build-dependencies are what the arm64 build
-        chroot of `mesa-fork deb --arch arm64` holds."""
+    def checkbuilddeps(self, chroot, verb, *options):
+        """dpkg-checkbuilddeps on our debian/control in the build chroot
+        .work/chroot/<suite><chroot>, once per options (a list each)."""
         c = forklib.config()
-        root = os.path.join(forklib.WORK, "chroot", "%s-build-arm64" % c["deb"]["suite"])
+        root = os.path.join(forklib.WORK, "chroot", "%s%s" % (c["deb"]["suite"], chroot))
         if not os.path.exists(os.path.join(root, ".mesa-fork-ready")):
-            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork deb --arch arm64' "
-                                  "makes it" % root)
+            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork %s' makes it"
+                                  % (root, verb))
         if os.geteuid() != 0:
             forklib.skip_optional("chroot needs root")
-        profile = c["debsrc"]["profile"]
         with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
             shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
             inside = os.path.join("/tmp", os.path.basename(tmp), "control")
-            r = run(["chroot", root, "dpkg-checkbuilddeps", "-a", "arm64", "-P",
-                     "cross,nocheck," + profile, inside])
+            return [run(["chroot", root, "dpkg-checkbuilddeps"] + list(o) + [inside])
+                    for o in options]
+
+    def test_dpkg_checkbuilddeps_in_the_arm64_build_chroot(self):
+        """The cross profile's build-dependencies are what the arm64 build
+        chroot of `mesa-fork deb --arch arm64` holds."""
+        profile = forklib.config()["debsrc"]["profile"]
+        (r,) = self.checkbuilddeps("-build-arm64", "deb --arch arm64",
+                                   ["-a", "arm64", "-P", "cross,nocheck," + profile])
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_dpkg_checkbuilddeps_in_the_build_chroot(self):
         """The profile's build-dependencies are what the build chroot of
         `mesa-fork deb` holds, and the full build needs more."""
-        c = forklib.config()
-        root = os.path.join(forklib.WORK, "chroot", "%s-build" % c["deb"]["suite"])
-        if not os.path.exists(os.path.join(root, ".mesa-fork-ready")):
-            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork deb' makes it" % root)
-        if os.geteuid() != 0:
-            forklib.skip_optional("chroot needs root")
-        profile = c["debsrc"]["profile"]
-        with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
-            shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
-            inside = os.path.join("/tmp", os.path.basename(tmp), "control")
-            on = run(["chroot", root, "dpkg-checkbuilddeps", "-P", profile, inside])
-            off = run(["chroot", root, "dpkg-checkbuilddeps", inside])
+        profile = forklib.config()["debsrc"]["profile"]
+        on, off = self.checkbuilddeps("-build", "deb", ["-P", profile], [])
         self.assertEqual(on.returncode, 0, on.stdout + on.stderr)
         self.assertNotEqual(off.returncode, 0)
         self.assertIn("unmet build dependencies", off.stderr)

@@ -347,18 +347,24 @@ def show_drivers(fork, chroot, prefix):
         print("\n".join("  vulkaninfo: " + line for line in lines))
         # The driver's own name too: on a host with a GPU, /dev is bound in
         # and its real device would carry the same tag.
-        shown = any(tag in line for line in lines) and \
-            any(line.startswith("driverName") and line.split("=", 1)[1].strip().startswith(
-                DRIVER_NAMES[drv]) for line in lines)
         c = chroot.capture([os.path.join(SHIMS_INSIDE, "mesa-fork-vkcheck"), "--validate"],
                            env=env)
-        for line in c.stdout.splitlines():
-            print("  vkcheck: " + line)
-        good = shown and c.returncode == 0
-        print("  => %s" % ("OK" if good else "FAILED (driverInfo names the fork: %s, "
-                           "vkcheck exit %d)" % (shown, c.returncode)))
-        ok_all &= good
+        ok_all &= judge(drv, tag, lines, c)
     return ok_all
+
+
+def judge(drv, tag, lines, vkcheck):
+    """Prints vkcheck's output and the verdict on one driver: vulkaninfo's
+    lines name the driver and the fork's tag, and vkcheck passed."""
+    shown = any(tag in line for line in lines) and \
+        any(line.startswith("driverName") and line.split("=", 1)[1].strip().startswith(
+            DRIVER_NAMES[drv]) for line in lines)
+    for line in vkcheck.stdout.splitlines():
+        print("  vkcheck: " + line)
+    good = shown and vkcheck.returncode == 0
+    print("  => %s" % ("OK" if good else "FAILED (driverInfo names the fork: %s, "
+                       "vkcheck exit %d)" % (shown, vkcheck.returncode)))
+    return good
 
 
 def host_programs(fork, prefix):
@@ -491,19 +497,11 @@ def show_cross(fork, target, work_deb, changes, prefix):
         lines = vulkaninfo_device_lines(env, command=in_root(target, root,
                                                               ["/usr/bin/vulkaninfo"], shim))
         print("\n".join("  vulkaninfo: " + line for line in lines))
-        shown_ok = any(tag in line for line in lines) and \
-            any(line.startswith("driverName") and line.split("=", 1)[1].strip().startswith(
-                DRIVER_NAMES[drv]) for line in lines)
         c = subprocess.run(in_root(target, root, ["/usr/bin/mesa-fork-vkcheck", "--validate"],
                                    shim),
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, errors="replace", timeout=600)
-        for line in c.stdout.splitlines():
-            print("  vkcheck: " + line)
-        good = shown_ok and c.returncode == 0
-        print("  => %s" % ("OK" if good else "FAILED (driverInfo names the fork: %s, "
-                           "vkcheck exit %d)" % (shown_ok, c.returncode)))
-        ok_all &= good
+        ok_all &= judge(drv, tag, lines, c)
     return ok_all
 
 
