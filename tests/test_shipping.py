@@ -161,11 +161,15 @@ class DebianSourcePackage(unittest.TestCase):
     def test_rules_define_each_target_once_with_and_without_the_profile(self):
         # The profile replaces some of Debian's override targets; make
         # warns when a target gets two recipes, and the second one wins.
-        for profiles in (forklib.config()["debsrc"]["profile"], ""):
+        for profile in (forklib.config()["debsrc"]["profile"], ""):
             for arch in ("amd64", "arm64", "armhf", "i386"):
+                # Built on amd64: the others are cross builds.
+                profiles = profile + (" cross" if profile and arch != "amd64" else "")
                 r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_install",
-                                    "DEB_BUILD_PROFILES=" + profiles, "DEB_HOST_ARCH=" + arch],
+                                    "DEB_BUILD_PROFILES=" + profiles, "DEB_HOST_ARCH=" + arch,
+                                    "DEB_BUILD_ARCH=amd64"],
                                    cwd=self.tree, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, (profiles, arch, r.stderr))
                 self.assertNotIn("overriding recipe", r.stderr, (profiles, arch))
                 self.assertNotIn("ignoring old recipe", r.stderr, (profiles, arch))
 
@@ -182,6 +186,10 @@ class DebianSourcePackage(unittest.TestCase):
         # Meson takes the last value: each GL option the profile turns off
         # comes after Debian's.
         self.assertGreater(on.index("-Dglvnd=disabled"), on.index("-Dglvnd=enabled"))
+        # A native build (DEB_BUILD_ARCH from dpkg-architecture, as when
+        # debian/rules runs alone) has no native build of its own.
+        self.assertEqual([o for o in on if o.startswith("--native-file")], [])
+        self.assertIn("-Dllvm=enabled", on)
         self.assertIn("-Dvideo-codecs=all", on)
         off = self.make_var("confflags", "")
         self.assertNotIn("-Dopengl=false", off)
@@ -222,15 +230,31 @@ class DebianSourcePackage(unittest.TestCase):
             p for _, p in sorted(tools.items())), out)
         for name, path in tools.items():
             self.assertIn("%s = '%s/build-native/%s'" % (name, self.tree, path), out)
-        # Its compilers are the build machine's, without the target's flags.
-        self.assertIn("env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS", out)
-        self.assertIn("CC=x86_64-linux-gnu-gcc", out)
+        # Its compilers are the build machine's, without the target's flags
+        # or the target's pkg-config, from a fresh directory each time.
+        self.assertIn("rm -rf build-native env -u CFLAGS -u CXXFLAGS -u CPPFLAGS -u LDFLAGS "
+                      "-u PKG_CONFIG -u PKG_CONFIG_PATH -u PKG_CONFIG_LIBDIR "
+                      "CC=x86_64-linux-gnu-gcc CXX=x86_64-linux-gnu-g++ "
+                      "meson setup build-native", out)
         self.assertLess(out.index("meson setup build-native"), out.index("dh_auto_configure"))
         # A native build has no native build of its own.
         r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure",
                             "DEB_BUILD_PROFILES=nocheck " + profile, "DEB_BUILD_ARCH=arm64",
                             "DEB_HOST_ARCH=arm64"], cwd=self.tree, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("build-native", r.stdout)
+        # debian/rules clean removes it.
+        r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_clean",
+                            "DEB_BUILD_PROFILES=" + profiles, "DEB_BUILD_ARCH=amd64",
+                            "DEB_HOST_ARCH=arm64"], cwd=self.tree, capture_output=True, text=True)
+        self.assertIn("rm -rf build build-native\n", r.stdout)
+        # Without the cross profile, debian/control would install the
+        # target's LLVM: debian/rules stops and says what to run.
+        r = subprocess.run(["make", "-n", "-f", "debian/rules", "override_dh_auto_configure",
+                            "DEB_BUILD_PROFILES=nocheck " + profile, "DEB_BUILD_ARCH=amd64",
+                            "DEB_HOST_ARCH=arm64"], cwd=self.tree, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("-Pcross,nocheck,%s" % profile, r.stderr)
 
     def test_cross_build_dependencies(self):
         """What runs on the build machine in a cross build with the profile
