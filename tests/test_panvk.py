@@ -253,8 +253,10 @@ class WLSReuse(unittest.TestCase):
 
     def test_instance_count_does_not_wrap_at_32_bits(self):
         """65535 x 65535 workgroups (the device limit on each axis) is 2^32
-        instances for the whole grid: 0 in 32 bits, which asserted in pan_pack
-        or encoded one instance. Stock sizing fails cleanly, reuse clamps."""
+        instances for the whole grid: 0 in 32 bits, a WLS of 0 bytes, for
+        which 25.0.7 allocated nothing and silently dropped the dispatch
+        (vkEndCommandBuffer succeeded). Stock sizing now fails cleanly,
+        reuse clamps."""
         s, peak, _, r = inflight("wls", groups=65535, groups_y=65535,
                                  expect_messages=True, PANVK_WLS_REUSE="0")
         self.assertEqual((s["ok"], s["out_of_device_memory"]), (0, 1))
