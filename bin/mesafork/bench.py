@@ -357,49 +357,96 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     return rows, ir
 
 
-def inflight_peak(fork, prefix, kind, cmdbufs, knobs, **opts):
-    """Peak bound GPU VA (bytes) and the summary of one mesa-fork-inflight run
-    on the panthor shim (a cross build's under qemu-user)."""
-    exe = os.path.join(prefix, "bin", "mesa-fork-inflight")
+def shim_run(fork, prefix, program, args, knobs):
+    """(the panthor shim's VM log, the client's summary line) of one run of
+    one of our clients on the panthor shim (a cross build's under
+    qemu-user)."""
+    exe = os.path.join(prefix, "bin", program)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
         env = tool.fork_env(prefix, fork.conf, shim="panfrost")
         env["PAN_SHIM_VM_LOG"] = log
         env.update(knobs)
-        args = fork.exe_wrapper + [exe, "--cmdbufs", str(cmdbufs)]
-        for k, v in opts.items():
-            args += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
-        r = subprocess.run(args + [kind], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+        r = subprocess.run(fork.exe_wrapper + [exe] + args, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, errors="replace", timeout=1800)
         lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
         summary = [l for l in lines if l.get("summary")]
         if not summary:
-            tool.die("mesa-fork-inflight failed:\n" + r.stderr[-3000:])
-        peak = max(json.loads(l)["peak"] for l in open(log))
-    return peak, summary[0]
+            tool.die("%s failed:\n%s" % (program, r.stderr[-3000:]))
+        with open(log) as f:
+            ops = [json.loads(l) for l in f]
+    return ops, summary[0]
+
+
+def inflight_args(kind, cmdbufs, opts):
+    args = ["--cmdbufs", str(cmdbufs)]
+    for k, v in opts.items():
+        args += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+    return args + [kind]
+
+
+def inflight_peak(fork, prefix, kind, cmdbufs, knobs, **opts):
+    """Peak bound GPU VA (bytes) and the summary of one mesa-fork-inflight run."""
+    ops, summary = shim_run(fork, prefix, "mesa-fork-inflight",
+                            inflight_args(kind, cmdbufs, opts), knobs)
+    return max(o["peak"] for o in ops), summary
+
+
+# The size of the buffer `mesa-fork-inflight --mark` creates once its
+# command buffers are freed.
+MARK_SIZE = 5 << 20
+
+
+def held_after_free(fork, prefix, knobs):
+    """Bound VA (bytes) once the command buffers of 3 in flight, 608 MiB of
+    TLS each, are freed: at the map of the --mark buffer."""
+    ops, summary = shim_run(fork, prefix, "mesa-fork-inflight",
+                            inflight_args("tls", 3, dict(tls_kib=4, submit=True, mark=True)),
+                            knobs)
+    marks = [o for o in ops if o["op"] == "map" and o["size"] == MARK_SIZE]
+    if len(marks) != 1:
+        tool.die("mesa-fork-inflight --mark: expected one %d-byte map, found %d"
+                 % (MARK_SIZE, len(marks)))
+    return marks[0]["bound"] - MARK_SIZE, summary
+
+
+def threads_peak(fork, prefix, knobs, threads=4, rounds=6):
+    ops, summary = shim_run(fork, prefix, "mesa-fork-threads",
+                            ["--threads", str(threads), "--rounds", str(rounds),
+                             "--tls-kib", "1"], knobs)
+    return max(o["peak"] for o in ops), summary
 
 
 PANVK_STOCK = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
 
-# (section, row label, kind, command buffers, mesa-fork-inflight options)
+
+def _inflight_case(kind, n, **opts):
+    return lambda fork, prefix, knobs: inflight_peak(fork, prefix, kind, n, knobs, **opts)
+
+
+# (section, row label, run(fork, prefix, knobs) -> (bytes, summary))
 PANVK_CASES = (
-    [("tls", "%d" % n, "tls", n, dict(tls_kib=4)) for n in (1, 4, 12, 32)] +
-    [("wls-dispatches", "%d%s" % (d, " + barriers" if barrier else ""), "wls", 1,
-      dict(groups=4096, dispatches=d, **({"barrier": True} if barrier else {})))
+    [("tls", "%d" % n, _inflight_case("tls", n, tls_kib=4)) for n in (1, 4, 12, 32)] +
+    [("released", "3 freed", held_after_free)] +
+    [("wls-dispatches", "%d%s" % (d, " + barriers" if barrier else ""),
+      _inflight_case("wls", 1, groups=4096, dispatches=d,
+                     **({"barrier": True} if barrier else {})))
      for d, barrier in ((1, False), (4, False), (4, True), (16, True))] +
-    [("wls-grid", "%d, %dx%d" % (local, gx, gy), "wls", 1,
-      dict(groups=gx, groups_y=gy, local_size=local))
-     for local, gx, gy in ((256, 4096, 1), (64, 4096, 1), (1, 8192, 1), (256, 65535, 65535))])
+    [("wls-dispatches", "12, 2 per epoch",
+      _inflight_case("wls", 1, groups=4096, dispatches=12, barrier=True, epoch=2))] +
+    [("wls-grid", "%d, %dx%d" % (local, gx, gy),
+      _inflight_case("wls", 1, groups=gx, groups_y=gy, local_size=local))
+     for local, gx, gy in ((256, 4096, 1), (64, 4096, 1), (1, 8192, 1), (256, 65535, 65535))] +
+    [("threads", "4 threads, 6 rounds", threads_peak)])
 
 
 def panvk_rows(fork, prefix):
-    """{(section, label): {"stock": (peak, summary), "fork": (peak, summary)}}."""
+    """{(section, label): {"stock": (bytes, summary), "fork": (bytes, summary)}}."""
     rows = {}
-    for section, label, kind, n, opts in PANVK_CASES:
+    for section, label, run_case in PANVK_CASES:
         with tool.step("%s: %s, %s" % (fork.arch, section, label)):
-            rows[(section, label)] = {
-                "stock": inflight_peak(fork, prefix, kind, n, PANVK_STOCK, **opts),
-                "fork": inflight_peak(fork, prefix, kind, n, {}, **opts)}
+            rows[(section, label)] = {"stock": run_case(fork, prefix, PANVK_STOCK),
+                                      "fork": run_case(fork, prefix, {})}
     return rows
 
 
@@ -432,6 +479,10 @@ def bench_panvk(fork, prefix, arches=None):
           "range 19 = 608 MiB)")
     table("tls", "in flight")
     print()
+    print("TLS: bound VA once the 3 command buffers of the row above are freed "
+          "(the device's share)")
+    table("released", "command buffers")
+    print()
     print("WLS: one command buffer, dispatches of 4096 workgroups with 32 KiB shared memory")
     table("wls-dispatches", "dispatches")
     print()
@@ -439,6 +490,11 @@ def bench_panvk(fork, prefix, arches=None):
     print("(fork: instances per core = what one core keeps resident, "
           "x core id range 19)")
     table("wls-grid", "local size, grid")
+    print()
+    print("Threads: mesa-fork-threads, each thread with its own command pool records,")
+    print("submits, waits on, resets and frees command buffers needing 4, 8 and 16 KiB "
+          "of TLS and 32 KiB of WLS")
+    table("threads", "threads, rounds")
     print()
     print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
           "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")

@@ -58,7 +58,7 @@ mf_messenger_cb(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
 {
    struct mf_instance *mi = user;
-   mi->messages++;
+   __atomic_fetch_add(&mi->messages, 1, __ATOMIC_RELAXED); /* any thread */
    fprintf(stderr, "validation %s: %s\n",
            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
               ? "error"

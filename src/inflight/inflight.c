@@ -11,10 +11,20 @@
  *                      [--dispatches D] [--groups G] [--groups-y Y]
  *                      [--tls-kib K] [--local-size L] [--shared-kib S]
  *                      [--barrier] [--host-barrier] [--tls-grow]
- *                      [--tls-shrink] [--tls-mixed] [--rerecord R] tls|wls
+ *                      [--tls-shrink] [--tls-mixed] [--rerecord R]
+ *                      [--graphics-barrier] [--epoch E] [--indirect]
+ *                      [--simultaneous] [--mark]
+ *                      tls|wls
  *
  * --barrier puts a compute-to-compute pipeline barrier between dispatches,
- * --host-barrier a host-to-compute one, which orders no compute work.
+ * --host-barrier a host-to-compute one, which orders no compute work, and
+ * --graphics-barrier a fragment-to-fragment one, which orders no compute
+ * work either. With --epoch E the barrier comes after every E dispatches
+ * instead of after each. --indirect dispatches with vkCmdDispatchIndirect (the grid in
+ * a host-written buffer), --simultaneous records with
+ * VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT. --mark creates and destroys
+ * a 5 MiB buffer once the command buffers are freed, so that a log of the
+ * kernel's VM bindings shows what the device still holds at that point.
  * --tls-grow gives command buffer i a shader needing (i + 1) * K KiB, so
  * that each one needs more TLS than the one before; --tls-shrink gives it
  * (N - i) * K KiB, so that each one needs less. --tls-mixed gives dispatch k
@@ -46,9 +56,11 @@ int
 main(int argc, char **argv)
 {
    unsigned n = 12, dispatches = 1, groups = 64, groups_y = 1, tls_kib = 16;
-   unsigned local_size = 256, shared_kib = 32, rerecord = 0;
+   unsigned local_size = 256, shared_kib = 32, rerecord = 0, epoch = 1;
    bool validate = false, do_submit = false, barriers = false, grow = false;
    bool host_barriers = false, shrink = false, mixed = false;
+   bool gfx_barriers = false, indirect = false, simultaneous = false;
+   bool mark = false;
    const char *kind = NULL;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--validate"))
@@ -59,6 +71,14 @@ main(int argc, char **argv)
          barriers = true;
       else if (!strcmp(argv[i], "--host-barrier"))
          host_barriers = true;
+      else if (!strcmp(argv[i], "--graphics-barrier"))
+         gfx_barriers = true;
+      else if (!strcmp(argv[i], "--indirect"))
+         indirect = true;
+      else if (!strcmp(argv[i], "--simultaneous"))
+         simultaneous = true;
+      else if (!strcmp(argv[i], "--mark"))
+         mark = true;
       else if (!strcmp(argv[i], "--tls-grow"))
          grow = true;
       else if (!strcmp(argv[i], "--tls-shrink"))
@@ -73,6 +93,8 @@ main(int argc, char **argv)
          groups = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--groups-y") && i + 1 < argc)
          groups_y = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--epoch") && i + 1 < argc)
+         epoch = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--rerecord") && i + 1 < argc)
          rerecord = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--tls-kib") && i + 1 < argc)
@@ -90,13 +112,15 @@ main(int argc, char **argv)
    if (!kind || n == 0 || n > 1024 || dispatches == 0 || groups == 0 ||
        groups_y == 0 || tls_kib == 0 || tls_kib > 256 || local_size == 0 ||
        local_size > 1024 || shared_kib == 0 || shared_kib > 64 || rerecord > 64 ||
-       grow + shrink + mixed > 1 || (barriers && host_barriers)) {
+       epoch == 0 ||
+       grow + shrink + mixed > 1 || barriers + host_barriers + gfx_barriers > 1) {
       fprintf(stderr, "usage: mesa-fork-inflight [--validate] [--submit] "
                       "[--cmdbufs N] [--dispatches D] [--groups G] "
                       "[--groups-y Y] [--tls-kib K] [--local-size L] "
                       "[--shared-kib S] [--barrier] [--host-barrier] "
                       "[--tls-grow] [--tls-shrink] [--tls-mixed] "
-                      "[--rerecord R] tls|wls\n");
+                      "[--rerecord R] [--graphics-barrier] [--epoch E] [--indirect] "
+                      "[--simultaneous] [--mark] tls|wls\n");
       return 64;
    }
    bool tls = !strcmp(kind, "tls");
@@ -109,6 +133,19 @@ main(int argc, char **argv)
    struct mf_buffer buf;
    mf_buffer_create(&d, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &buf);
+
+   struct mf_buffer grid;
+   if (indirect) {
+      mf_buffer_create(&d, sizeof(VkDispatchIndirectCommand),
+                       VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT, -1,
+                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                       &grid);
+      VkDispatchIndirectCommand *cmd;
+      MF_CHECK(vkMapMemory(d.dev, grid.mem, 0, sizeof(*cmd), 0, (void **)&cmd));
+      *cmd = (VkDispatchIndirectCommand){groups, groups_y, 1};
+      vkUnmapMemory(d.dev, grid.mem);
+   }
 
    /* One pipeline per command buffer with --tls-grow or --tls-shrink, one
     * per dispatch with --tls-mixed, else one for all.
@@ -144,11 +181,14 @@ main(int argc, char **argv)
    for (unsigned round = 0; round <= rerecord; round++) {
       for (unsigned i = 0; i < n; i++) {
          uint32_t words = 1 << 18;
+         VkCommandBufferUsageFlags usage =
+            simultaneous ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : 0;
          if (round == 0) {
-            cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+            cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, usage);
          } else {
             VkCommandBufferBeginInfo bi = {
                .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+               .flags = usage,
             };
             MF_CHECK(vkResetCommandBuffer(cmds[i], 0));
             MF_CHECK(vkBeginCommandBuffer(cmds[i], &bi));
@@ -160,19 +200,29 @@ main(int argc, char **argv)
                c.pipe = pipes[k];
                mf_compute_bind(cmds[i], &c, &words, sizeof(words));
             }
-            if (barriers && k) {
+            bool seam = k && k % epoch == 0;
+            if (barriers && seam) {
                mf_barrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_READ_BIT);
             }
-            if (host_barriers && k) {
+            if (host_barriers && seam) {
                mf_barrier(cmds[i], VK_PIPELINE_STAGE_HOST_BIT,
                           VK_ACCESS_HOST_WRITE_BIT,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_READ_BIT);
             }
-            vkCmdDispatch(cmds[i], groups, groups_y, 1);
+            if (gfx_barriers && seam) {
+               mf_barrier(cmds[i], VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
+                          VK_ACCESS_SHADER_WRITE_BIT,
+                          VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
+                          VK_ACCESS_SHADER_READ_BIT);
+            }
+            if (indirect)
+               vkCmdDispatchIndirect(cmds[i], grid.buf, 0);
+            else
+               vkCmdDispatch(cmds[i], groups, groups_y, 1);
          }
          VkResult r = vkEndCommandBuffer(cmds[i]);
          ok += r == VK_SUCCESS;
@@ -195,12 +245,20 @@ main(int argc, char **argv)
 
    vkFreeCommandBuffers(d.dev, d.pool, n, cmds);
    free(cmds);
+   if (mark) {
+      struct mf_buffer m;
+      mf_buffer_create(&d, 5 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
+                       &m);
+      mf_buffer_destroy(&d, &m);
+   }
    for (unsigned p = 1; p < npipes; p++)
       vkDestroyPipeline(d.dev, pipes[p], NULL);
    c.pipe = pipes[0];
    free(pipes);
    mf_compute_destroy(&d, &c);
    mf_buffer_destroy(&d, &buf);
+   if (indirect)
+      mf_buffer_destroy(&d, &grid);
    mf_device_destroy(&d);
    unsigned messages = mi.messages;
    mf_instance_destroy(&mi);
