@@ -578,16 +578,25 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
 
 
 def finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test):
+    return show_and_judge(
+        took, no_test, lambda: install_and_show(fork, work_deb, changes, prefix, mirror),
+        "build time %s (dpkg-buildpackage -B%s)" % (fmt_time(took),
+                                                     " -P" + profile if profile else ""),
+        "a driver of the installed package")
+
+
+def show_and_judge(took, no_test, show, what, subject):
+    """Runs show() unless no_test, then prints what (the build time and how
+    it was built) and fails when show() did not see every driver work."""
     if no_test:
         print("deb: build time %s" % fmt_time(took))
         return
     print()
-    ok = install_and_show(fork, work_deb, changes, prefix, mirror)
+    ok = show()
     print()
-    print("deb: build time %s (dpkg-buildpackage -B%s)" % (
-        fmt_time(took), " -P" + profile if profile else ""))
+    print("deb: " + what)
     if not ok:
-        die("deb: a driver of the installed package did not come up on its drm-shim")
+        die("deb: %s did not come up on its drm-shim" % subject)
 
 
 def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
@@ -646,13 +655,8 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
             lintian_summary(build, work_deb, changes)
         with open(os.path.join(work_deb, "build", "build-time"), "w") as f:
             f.write("%.1f\n" % took)
-    if no_test:
-        print("deb: build time %s" % fmt_time(took))
-        return
-    print()
-    ok = show_cross(fork, target, work_deb, changes, prefix)
-    print()
-    print("deb: %s build time %s (dpkg-buildpackage -B -a %s -Pcross,nocheck,%s)"
-          % (target.arch, fmt_time(took), target.arch, profile))
-    if not ok:
-        die("deb: a driver of the %s package did not come up on its drm-shim" % target.arch)
+    return show_and_judge(
+        took, no_test, lambda: show_cross(fork, target, work_deb, changes, prefix),
+        "%s build time %s (dpkg-buildpackage -B -a %s -Pcross,nocheck,%s)"
+        % (target.arch, fmt_time(took), target.arch, profile),
+        "a driver of the %s package" % target.arch)
