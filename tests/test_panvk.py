@@ -326,15 +326,15 @@ class Threads(unittest.TestCase):
     def test_threads_record_reset_and_free_without_failing(self):
         """Four threads, six rounds, needs of 4, 8 and 16 KiB per thread and
         a WLS dispatch each: every command buffer ends, no TLS buffer is
-        larger than the largest need, and the fork's peak VA is below
-        stock's for the same work."""
+        larger than the largest need, and every buffer mapped is unmapped.
+        (The peak depends on how the threads interleave, so it is printed
+        by `bench panvk`, not asserted.)"""
         s, ops, _ = threads(["--threads", "4", "--rounds", "6", "--tls-kib", "1"])
         self.assertEqual((s["ok"], s["out_of_device_memory"], s["other"]), (24, 0, 0))
-        maps = [o["size"] // MiB for o in ops if o["op"] == "map" and o["size"] >= 64 * MiB]
-        self.assertEqual(max(maps), 608, maps)
-        _, stock_ops, _ = threads(["--threads", "4", "--rounds", "6", "--tls-kib", "1"],
-                                  validate=False, PANVK_SHARED_TLS="0", PANVK_WLS_REUSE="0")
-        self.assertLess(max(o["peak"] for o in ops), max(o["peak"] for o in stock_ops))
+        big = [o for o in ops if o["size"] >= 64 * MiB]
+        self.assertEqual(max(o["size"] // MiB for o in big), 608, big)
+        self.assertEqual(sorted(o["size"] for o in big if o["op"] == "map"),
+                         sorted(o["size"] for o in big if o["op"] == "unmap"))
 
     def test_no_data_race_under_helgrind(self):
         """The same work under helgrind: no report, except those

@@ -495,6 +495,8 @@ def bench_panvk(fork, prefix, arches=None):
     print("submits, waits on, resets and frees command buffers needing 4, 8 and 16 KiB "
           "of TLS and 32 KiB of WLS")
     table("threads", "threads, rounds")
+    print("(this peak depends on how the threads interleave: it differs from run to run "
+          "and is not compared between architectures)")
     print()
     print("(peak = largest bound VA the shim saw; 'OOM' = command buffers whose "
           "vkEndCommandBuffer returned VK_ERROR_OUT_OF_DEVICE_MEMORY)")
@@ -505,7 +507,7 @@ def bench_panvk(fork, prefix, arches=None):
                                   "fork MiB": mib(r["fork"][0]),
                                   "stock OOM": r["stock"][1]["out_of_device_memory"],
                                   "fork OOM": r["fork"][1]["out_of_device_memory"]}
-                    for k, r in rs.items()}
+                    for k, r in rs.items() if k[0] != "threads"}
                 for a, rs in dict({fork.arch: rows}, **others).items()}
         print_arch_columns(
             "The same runs on each architecture's build (peak VA in MiB, OOM command "
