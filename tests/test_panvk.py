@@ -167,6 +167,21 @@ class SharedTLS(unittest.TestCase):
             held[knob] = m["bound"] - m["size"]
         self.assertEqual(held["1"], held["0"], held)
 
+    def test_a_secondary_brings_its_own_need_to_its_primary(self):
+        """mesa-fork-tls-secondary: a secondary needing 4 KiB per thread is
+        recorded against a 16 KiB buffer, which a 32 KiB one replaces and the
+        device then drops; the primary executing the secondary needs 4 KiB
+        per thread and gets 4 KiB x 2048 x 19 = 152 MiB, not the 608 MiB of
+        the buffer the secondary was recorded against."""
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "vm.jsonl")
+            r = HOST.run([HOST.bin_path("mesa-fork-tls-secondary"), "--validate"],
+                         env=HOST.shim_env("panfrost", PAN_SHIM_VM_LOG=log))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
+            ops = read_jsonl(log)
+        maps = [o["size"] // MiB for o in ops if o["op"] == "map" and o["size"] >= 64 * MiB]
+        self.assertEqual(maps, [608, 1216, 152])
+
     def test_malformed_knob_warns_and_is_stock(self):
         s, peak, _, r = inflight("tls", 3, tls_kib=4, PANVK_SHARED_TLS="shared")
         self.assertIn('PANVK_SHARED_TLS="shared" is not a boolean', r.stderr)
