@@ -161,6 +161,13 @@ VkPipeline mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
                                const VkSpecializationInfo *spec,
                                VkPipelineCreateFlags flags);
 
+/* A pipeline of spv with spec: the first call, with c zeroed, creates c
+ * (mf_compute_create), later ones add pipelines with c's layout. */
+VkPipeline mf_compute_variant(struct mf_device *d, const uint32_t *spv,
+                              size_t spv_size, uint32_t push_bytes,
+                              VkBuffer storage, const VkSpecializationInfo *spec,
+                              struct mf_compute *c);
+
 /* Binds the pipeline, the set and the push constants. */
 void mf_compute_bind(VkCommandBuffer cmd, const struct mf_compute *c,
                      const void *push, uint32_t push_bytes);

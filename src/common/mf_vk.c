@@ -440,6 +440,18 @@ mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
    return pipe;
 }
 
+VkPipeline
+mf_compute_variant(struct mf_device *d, const uint32_t *spv, size_t spv_size,
+                   uint32_t push_bytes, VkBuffer storage,
+                   const VkSpecializationInfo *spec, struct mf_compute *c)
+{
+   if (c->layout == VK_NULL_HANDLE) {
+      mf_compute_create(d, spv, spv_size, push_bytes, storage, spec, 0, c);
+      return c->pipe;
+   }
+   return mf_compute_pipeline(d, c, spv, spv_size, spec, 0);
+}
+
 void
 mf_compute_create(struct mf_device *d, const uint32_t *spv, size_t spv_size,
                   uint32_t push_bytes, VkBuffer storage,

@@ -154,7 +154,7 @@ main(int argc, char **argv)
    size_t spv_size = tls ? sizeof(spill_spv) : sizeof(shared_spv);
    unsigned npipes = grow || shrink ? n : mixed ? dispatches : 1;
    VkPipeline *pipes = calloc(npipes, sizeof(*pipes));
-   struct mf_compute c;
+   struct mf_compute c = {0};
    for (unsigned p = 0; p < npipes; p++) {
       uint32_t priv_words = tls_kib * 256 * (shrink ? n - p : p + 1);
       VkSpecializationMapEntry entry = {0, 0, sizeof(priv_words)};
@@ -168,12 +168,7 @@ main(int argc, char **argv)
                                        wls_consts};
       if (!tls)
          spec = wls_spec;
-      if (p == 0) {
-         mf_compute_create(&d, spv, spv_size, 4, buf.buf, &spec, 0, &c);
-         pipes[0] = c.pipe;
-      } else {
-         pipes[p] = mf_compute_pipeline(&d, &c, spv, spv_size, &spec, 0);
-      }
+      pipes[p] = mf_compute_variant(&d, spv, spv_size, 4, buf.buf, &spec, &c);
    }
 
    VkCommandBuffer *cmds = calloc(n, sizeof(*cmds));

@@ -54,19 +54,13 @@ main(int argc, char **argv)
 
    const unsigned kib[3] = {1, 4, 8};
    VkPipeline pipes[3];
-   struct mf_compute c;
+   struct mf_compute c = {0};
    for (unsigned p = 0; p < 3; p++) {
       uint32_t priv_words = kib[p] * 256;
       VkSpecializationMapEntry entry = {0, 0, sizeof(priv_words)};
       VkSpecializationInfo spec = {1, &entry, sizeof(priv_words), &priv_words};
-      if (p == 0) {
-         mf_compute_create(&d, spill_spv, sizeof(spill_spv), 4, buf.buf, &spec,
-                           0, &c);
-         pipes[0] = c.pipe;
-      } else {
-         pipes[p] = mf_compute_pipeline(&d, &c, spill_spv, sizeof(spill_spv),
-                                        &spec, 0);
-      }
+      pipes[p] = mf_compute_variant(&d, spill_spv, sizeof(spill_spv), 4,
+                                    buf.buf, &spec, &c);
    }
 
    unsigned ok = 0;
