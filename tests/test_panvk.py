@@ -363,6 +363,42 @@ class Threads(unittest.TestCase):
         self.assertIn("ERROR SUMMARY: 0 errors from 0 contexts", r.stderr)
 
 
+class PanthorBinds(unittest.TestCase):
+    """The panthor shim answers VM_BIND as panthor does (panthor_mmu.c):
+    the rules themselves are unit-tested in Mesa's tree
+    (panthor_shim_vm_test, in the panfrost suite `test` runs). Here the
+    driver meets them: every bind panvk makes while the clients run must be
+    one panthor accepts, or the client would fail on a real kernel."""
+
+    RUNS = [
+        (["mesa-fork-vkcheck", "--validate"], {}),
+        # A 256-byte and a 12-byte buffer: memory smaller than a page.
+        (["mesa-fork-scenarios", "--validate", "indirect-fill"], {}),
+        (["mesa-fork-inflight", "--validate", "--cmdbufs", "2", "--indirect",
+          "--dispatches", "2", "wls"], {}),
+        (["mesa-fork-inflight", "--validate", "--cmdbufs", "3", "--tls-grow",
+          "--tls-kib", "1", "tls"], {}),
+        (["mesa-fork-threads", "--validate", "--threads", "2", "--rounds", "2",
+          "--tls-kib", "1"], {}),
+    ]
+
+    def test_every_bind_the_driver_makes_is_one_panthor_accepts(self):
+        for cmd, knobs in self.RUNS:
+            with self.subTest(cmd=cmd[0] + " " + cmd[-1]), \
+                    tempfile.TemporaryDirectory() as tmp:
+                log = os.path.join(tmp, "vm.jsonl")
+                env = HOST.shim_env("panfrost", PAN_SHIM_VM_LOG=log, **knobs)
+                r = HOST.run([HOST.bin_path(cmd[0])] + cmd[1:], env=env, timeout=600)
+                self.assertNotIn("VM_BIND refused", r.stderr)
+                self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
+                ops = [o for o in read_jsonl(log) if o["op"] in ("map", "unmap")]
+                self.assertTrue(ops)
+                for o in ops:
+                    self.assertEqual((o["va"] % 4096, o["size"] % 4096), (0, 0), o)
+                # panvk maps each BO once, at a VA of its own.
+                self.assertEqual(max(o["replaced"] for o in ops), 0)
+
+
 class CommandStreamChecks(unittest.TestCase):
     """PANVK_DEBUG=cs turns on the checks of Mesa's command stream builder
     (cs_builder.h): among them, that no instruction reads a register an
