@@ -207,6 +207,26 @@ class SharedTLS(unittest.TestCase):
         big = [o["op"] for o in ops if o["size"] >= 64 * MiB]
         self.assertEqual(big, ["map", "unmap"], big)
 
+    def test_a_command_pool_reset_drops_every_reference(self):
+        """The same through vkResetCommandPool, which resets all three at
+        once: the last reference goes with the reset, so the device
+        releases the buffer and the next round creates it again, once per
+        round (never two bound at once). Stock, in the same run, creates
+        and frees one buffer per command buffer per round: its pool frees
+        large BOs at reset too."""
+        s, _, ops, r = inflight("tls", 3, tls_kib=4, submit=True, rerecord=2,
+                                reset_pool=True, valgrind=True)
+        self.assertEqual((s["ok"], s["out_of_device_memory"]), (9, 0))
+        self.assertIn("ERROR SUMMARY: 0 errors", r.stderr)
+        self.assertIn("definitely lost: 0 bytes", r.stderr)
+        big = [o["op"] for o in ops if o["size"] >= 64 * MiB]
+        self.assertEqual(big, ["map", "unmap"] * 3, big)
+        s, _, stock_ops, _ = inflight("tls", 3, tls_kib=4, submit=True, rerecord=2,
+                                      reset_pool=True, PANVK_SHARED_TLS="0")
+        self.assertEqual(s["ok"], 9)
+        stock_maps = [o for o in stock_ops if o["size"] >= 64 * MiB and o["op"] == "map"]
+        self.assertEqual(len(stock_maps), 9)
+
     def test_tls_over_4_gib_is_an_error_not_a_wrap(self):
         """128 KiB per thread (a 32 KiB private array) for 2048 threads on a
         core id range of 19 is 4.75 GiB, which wrapped to 0.75 GiB in 32 bits
@@ -473,6 +493,30 @@ class Capture(unittest.TestCase):
                 self.assertTrue(t["bound"], t)
                 self.assertEqual(t["thread_size"] * slots, t["bo_size"], (knob, t))
 
+    def test_a_job_with_tls_and_wls_keeps_its_own_wls_words(self):
+        """A shader spilling and using shared memory: the TLS copy of patch
+        0015 takes descriptor word 0 (the per-thread size) and words 2-3
+        (the pointer) from the command buffer, and must leave word 1, the
+        job's WLS instances and size, as the dispatch packed it. Copying
+        words 0-1 as one 64-bit value would give the job the command
+        buffer descriptor's empty WLS fields."""
+        for knob in ("0", "1"):
+            s, dev, lines, _ = captured("both", 1, tls_kib=1, dispatches=2, tls_mixed=True,
+                                        local_size=64, shared_kib=4, groups=8,
+                                        submit=True, PANVK_WLS_REUSE=knob)
+            self.assertEqual(s["ok"], 1)
+            js = jobs(lines)
+            self.assertEqual(len(js), 2, knob)
+            # One stride, the larger shader's.
+            self.assertEqual(len({j["tls"]["thread_size"] for j in js}), 1, knob)
+            self.assertGreaterEqual(js[0]["tls"]["thread_size"], 2048, knob)
+            for j in js:
+                w = j["wls"]
+                self.assertTrue(w and w["bound"], (knob, j))
+                self.assertEqual(w["instance_size"], 4096, (knob, j))
+                self.assertEqual(w["instances"], 8 if knob == "0" else
+                                 min(8, resident_instances(dev, 64)), (knob, j))
+
     def test_mixed_shaders_need_different_strides(self):
         """The premise of the test above: the three shaders alone do need
         different per-thread sizes (one command buffer each)."""
@@ -559,6 +603,24 @@ class Capture(unittest.TestCase):
         self.assertEqual(starts, starts[:2] * 6)
         # Each reuse comes after a wait on the earlier user.
         self.assertEqual(self.check_wls_reuse_waits(lines, dev), 2 * (6 * 5 // 2))
+
+    def test_an_epoch_past_the_arena_list_stays_disjoint(self):
+        """Two epochs of 20 dispatches, each needing a buffer of its own,
+        past the arena's list of 16 buffers: the 17th and later replace the
+        16th entry in turn. The first epoch's 20 ranges are disjoint; the
+        second takes the 15 first ones and the last, the 16 the list still
+        names, then 4 new ones, each reuse after a wait on its earlier
+        user."""
+        s, dev, lines, _ = captured("wls", groups=4096, dispatches=40, barrier=True, epoch=20,
+                                    submit=True)
+        self.assertEqual(s["ok"], 1)
+        starts = [wls_range(j, dev)[0] for j in jobs(lines) if j["wls"]]
+        self.assertEqual(len(starts), 40)
+        first, second = starts[:20], starts[20:]
+        self.assertEqual(len(set(first)), 20)
+        self.assertEqual(second[:16], first[:15] + first[19:])
+        self.assertEqual(len(set(second[16:]) - set(first)), 4)
+        self.assertEqual(self.check_wls_reuse_waits(lines, dev), 16)
 
     def test_indirect_dispatches_get_the_wls_of_direct_ones(self):
         """vkCmdDispatchIndirect: the same per-core instances, ranges and

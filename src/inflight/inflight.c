@@ -13,8 +13,8 @@
  *                      [--barrier] [--host-barrier] [--tls-grow]
  *                      [--tls-shrink] [--tls-mixed] [--rerecord R]
  *                      [--graphics-barrier] [--epoch E] [--indirect]
- *                      [--simultaneous] [--mark]
- *                      tls|wls
+ *                      [--simultaneous] [--mark] [--reset-pool]
+ *                      tls|wls|both
  *
  * --barrier puts a compute-to-compute pipeline barrier between dispatches,
  * --host-barrier a host-to-compute one, which orders no compute work, and
@@ -31,11 +31,14 @@
  * of every command buffer a shader needing (k + 1) * K KiB, so that the jobs
  * of one command buffer need different amounts. --rerecord R then resets
  * every command buffer with vkResetCommandBuffer and records (and with
- * --submit submits and waits on) it again, R more times.
+ * --submit submits and waits on) it again, R more times; with --reset-pool
+ * one vkResetCommandPool resets them all instead.
  *
  *   tls   a shader spilling a K KiB (default 16) private array per thread
  *   wls   a shader with S KiB (default 32) of workgroup-shared memory (WLS)
  *         and L (default 256) invocations per workgroup
+ *   both  a shader with both: the K KiB private array and the S KiB of
+ *         shared memory, L invocations per workgroup
  *
  * Each dispatch is G x Y x 1 workgroups (default 64 x 1).
  *
@@ -49,6 +52,7 @@
 
 #include "mf_vk.h"
 
+#include "both_spv.h"
 #include "shared_spv.h"
 #include "spill_spv.h"
 
@@ -60,7 +64,7 @@ main(int argc, char **argv)
    bool validate = false, do_submit = false, barriers = false, grow = false;
    bool host_barriers = false, shrink = false, mixed = false;
    bool gfx_barriers = false, indirect = false, simultaneous = false;
-   bool mark = false;
+   bool mark = false, reset_pool = false;
    const char *kind = NULL;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--validate"))
@@ -79,6 +83,8 @@ main(int argc, char **argv)
          simultaneous = true;
       else if (!strcmp(argv[i], "--mark"))
          mark = true;
+      else if (!strcmp(argv[i], "--reset-pool"))
+         reset_pool = true;
       else if (!strcmp(argv[i], "--tls-grow"))
          grow = true;
       else if (!strcmp(argv[i], "--tls-shrink"))
@@ -103,7 +109,8 @@ main(int argc, char **argv)
          local_size = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--shared-kib") && i + 1 < argc)
          shared_kib = strtoul(argv[++i], NULL, 10);
-      else if (!kind && (!strcmp(argv[i], "tls") || !strcmp(argv[i], "wls")))
+      else if (!kind && (!strcmp(argv[i], "tls") || !strcmp(argv[i], "wls") ||
+                         !strcmp(argv[i], "both")))
          kind = argv[i];
       else
          kind = NULL, argc = 0;
@@ -120,10 +127,11 @@ main(int argc, char **argv)
                       "[--shared-kib S] [--barrier] [--host-barrier] "
                       "[--tls-grow] [--tls-shrink] [--tls-mixed] "
                       "[--rerecord R] [--graphics-barrier] [--epoch E] [--indirect] "
-                      "[--simultaneous] [--mark] tls|wls\n");
+                      "[--simultaneous] [--mark] [--reset-pool] "
+                      "tls|wls|both\n");
       return 64;
    }
-   bool tls = !strcmp(kind, "tls");
+   bool tls = !strcmp(kind, "tls"), both = !strcmp(kind, "both");
 
    struct mf_instance mi;
    MF_CHECK(mf_instance_create(&mi, "mesa-fork-inflight", validate));
@@ -150,8 +158,10 @@ main(int argc, char **argv)
    /* One pipeline per command buffer with --tls-grow or --tls-shrink, one
     * per dispatch with --tls-mixed, else one for all.
     */
-   const uint32_t *spv = tls ? spill_spv : shared_spv;
-   size_t spv_size = tls ? sizeof(spill_spv) : sizeof(shared_spv);
+   const uint32_t *spv = tls ? spill_spv : both ? both_spv : shared_spv;
+   size_t spv_size = tls    ? sizeof(spill_spv)
+                     : both ? sizeof(both_spv)
+                            : sizeof(shared_spv);
    unsigned npipes = grow || shrink ? n : mixed ? dispatches : 1;
    VkPipeline *pipes = calloc(npipes, sizeof(*pipes));
    struct mf_compute c = {0};
@@ -159,14 +169,23 @@ main(int argc, char **argv)
       uint32_t priv_words = tls_kib * 256 * (shrink ? n - p : p + 1);
       VkSpecializationMapEntry entry = {0, 0, sizeof(priv_words)};
       VkSpecializationInfo spec = {1, &entry, sizeof(priv_words), &priv_words};
-      uint32_t wls_consts[2] = {local_size, shared_kib * 256};
+      uint32_t consts[3] = {priv_words, local_size, shared_kib * 256};
+      VkSpecializationMapEntry entries[3] = {
+         {0, 0, sizeof(uint32_t)},
+         {1, sizeof(uint32_t), sizeof(uint32_t)},
+         {2, 2 * sizeof(uint32_t), sizeof(uint32_t)},
+      };
+      /* wls: constants 1 and 2 (spill's 0 is not in the shader). */
       VkSpecializationMapEntry wls_entries[2] = {
          {1, 0, sizeof(uint32_t)},
          {2, sizeof(uint32_t), sizeof(uint32_t)},
       };
-      VkSpecializationInfo wls_spec = {2, wls_entries, sizeof(wls_consts),
-                                       wls_consts};
-      if (!tls)
+      VkSpecializationInfo wls_spec = {2, wls_entries, 2 * sizeof(uint32_t),
+                                       consts + 1};
+      VkSpecializationInfo both_spec = {3, entries, sizeof(consts), consts};
+      if (both)
+         spec = both_spec;
+      else if (!tls)
          spec = wls_spec;
       pipes[p] = mf_compute_variant(&d, spv, spv_size, 4, buf.buf, &spec, &c);
    }
@@ -185,7 +204,10 @@ main(int argc, char **argv)
                .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                .flags = usage,
             };
-            MF_CHECK(vkResetCommandBuffer(cmds[i], 0));
+            if (!reset_pool)
+               MF_CHECK(vkResetCommandBuffer(cmds[i], 0));
+            else if (i == 0)
+               MF_CHECK(vkResetCommandPool(d.dev, d.pool, 0));
             MF_CHECK(vkBeginCommandBuffer(cmds[i], &bi));
          }
          c.pipe = pipes[grow || shrink ? i : 0];
