@@ -17,6 +17,8 @@
  *                2 dispatches (skipped with exit 77 when unsupported)
  *   indirect-fill    vkCmdFillBuffer of the arguments, barrier,
  *                    vkCmdDispatchIndirect
+ *   indirect-dispatch  a dispatch writes the arguments, barrier,
+ *                      vkCmdDispatchIndirect
  *   indirect-update  vkCmdUpdateBuffer of the arguments, barrier,
  *                    vkCmdDispatchIndirect
  *   secondary    a secondary command buffer with N dispatches, executed
@@ -65,7 +67,7 @@ struct ctx {
    struct mf_instance mi;
    struct mf_device d;
    struct mf_buffer buf, args, scratch;
-   struct mf_compute c;
+   struct mf_compute c, args_writer;
    bool vk13;
 };
 
@@ -104,7 +106,8 @@ setup(struct ctx *c, bool validate)
                     &c->buf);
    mf_buffer_create(&c->d, 256,
                     VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
-                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                       VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
                     -1, 0, &c->args);
    mf_buffer_create(&c->d, 4096,
                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -112,6 +115,8 @@ setup(struct ctx *c, bool validate)
                     -1, 0, &c->scratch);
    mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->buf.buf, NULL,
                      VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, &c->c);
+   mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->args.buf, NULL,
+                     0, &c->args_writer);
 }
 
 static VkCommandBuffer
@@ -341,8 +346,20 @@ submit(struct ctx *c, VkCommandBuffer cmd, const char *what)
 }
 
 static void
-indirect(struct ctx *c, VkCommandBuffer cmd, bool update)
+indirect(struct ctx *c, VkCommandBuffer cmd, bool update, bool shader)
 {
+   if (shader) {
+      /* args[i] = i; the grid at offset 4 is 1 x 2 x 3 workgroups. */
+      uint32_t push[2] = {1, 4};
+      mf_compute_bind(cmd, &c->args_writer, push, sizeof(push));
+      vkCmdDispatch(cmd, 1, 1, 1);
+      mf_barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                 VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT,
+                 VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
+      bind(c, cmd);
+      vkCmdDispatchIndirect(cmd, c->args.buf, 4);
+      return;
+   }
    if (update) {
       const uint32_t grid[3] = {4, 1, 1};
       vkCmdUpdateBuffer(cmd, c->args.buf, 0, sizeof(grid), grid);
@@ -482,7 +499,7 @@ main(int argc, char **argv)
          bind(&c, cmd);
          vkCmdDispatch(cmd, 16, 1, 1);
          compute_barrier(cmd);
-         indirect(&c, cmd, false);
+         indirect(&c, cmd, false, false);
          /* The next round's fill overwrites the arguments just read. */
          mf_barrier(cmd,
                     VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
@@ -552,9 +569,11 @@ main(int argc, char **argv)
       vkDestroyQueryPool(c.d.dev, qp, NULL);
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "indirect-fill")) {
-      indirect(&c, cmd, false);
+      indirect(&c, cmd, false, false);
    } else if (!strcmp(scenario, "indirect-update")) {
-      indirect(&c, cmd, true);
+      indirect(&c, cmd, true, false);
+   } else if (!strcmp(scenario, "indirect-dispatch")) {
+      indirect(&c, cmd, false, true);
    } else if (!strcmp(scenario, "secondary")) {
       VkCommandBuffer sec = begin(&c, VK_COMMAND_BUFFER_LEVEL_SECONDARY);
       bind(&c, sec);
@@ -577,6 +596,7 @@ main(int argc, char **argv)
 
    MF_CHECK(vkDeviceWaitIdle(c.d.dev));
    mf_compute_destroy(&c.d, &c.c);
+   mf_compute_destroy(&c.d, &c.args_writer);
    mf_buffer_destroy(&c.d, &c.buf);
    mf_buffer_destroy(&c.d, &c.args);
    mf_buffer_destroy(&c.d, &c.scratch);
