@@ -384,11 +384,12 @@ class Threads(unittest.TestCase):
 
 
 class PanthorBinds(unittest.TestCase):
-    """The panthor shim answers VM_BIND as panthor does (panthor_mmu.c):
-    the rules themselves are unit-tested in Mesa's tree
-    (panthor_shim_vm_test, in the panfrost suite `test` runs). Here the
-    driver meets them: every bind panvk makes while the clients run must be
-    one panthor accepts, or the client would fail on a real kernel."""
+    """The panthor shim answers VM_BIND as panthor does (panthor_mmu.c,
+    panthor_drv.c): the rules themselves are unit-tested in Mesa's tree
+    (panthor_shim_vm_test per op, panthor_shim_ioctl_test through the
+    preloaded shim, in the panfrost suite `test` runs). Here the driver
+    meets them: every ioctl panvk makes while the clients run must be one
+    panthor accepts, or the client would fail on a real kernel."""
 
     RUNS = [
         (["mesa-fork-vkcheck", "--validate"], {}),
@@ -409,12 +410,12 @@ class PanthorBinds(unittest.TestCase):
                 log = os.path.join(tmp, "vm.jsonl")
                 env = HOST.shim_env("panfrost", PAN_SHIM_VM_LOG=log, **knobs)
                 r = HOST.run([HOST.bin_path(cmd[0])] + cmd[1:], env=env, timeout=600)
-                self.assertNotIn("VM_BIND refused", r.stderr)
+                # The shim prints "panthor drm-shim: <IOCTL> refused: ..." for
+                # each ioctl or op that panthor would refuse.
+                self.assertNotIn("refused", r.stderr)
                 self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
                 ops = [o for o in read_jsonl(log) if o["op"] in ("map", "unmap")]
                 self.assertTrue(ops)
-                for o in ops:
-                    self.assertEqual((o["va"] % 4096, o["size"] % 4096), (0, 0), o)
                 # panvk maps each BO once, at a VA of its own.
                 self.assertEqual(max(o["replaced"] for o in ops), 0)
 

@@ -8,8 +8,9 @@
  *
  *   mesa-fork-hk-uapi [--validate] CHECK
  *
- *   priority       creates a device with each global queue priority (LOW,
- *                  MEDIUM, HIGH, REALTIME) and prints the VkResult of each
+ *   priority       prints the priorities queue family 0 lists, then creates
+ *                  a device with each global queue priority (LOW, MEDIUM,
+ *                  HIGH, REALTIME) and prints the VkResult of each
  *   replay-buffer  a buffer created for device-address capture/replay (it
  *                  has a VA of its own, bound to memory at bind time),
  *                  bound to the second half of an allocation twice its
@@ -50,9 +51,34 @@ static const struct {
    {VK_QUEUE_GLOBAL_PRIORITY_REALTIME_KHR, "REALTIME"},
 };
 
+static const char *
+priority_name(VkQueueGlobalPriorityKHR p)
+{
+   for (unsigned i = 0; i < sizeof(priorities) / sizeof(priorities[0]); ++i) {
+      if (priorities[i].prio == p)
+         return priorities[i].name;
+   }
+   return "?";
+}
+
 static int
 check_priority(VkPhysicalDevice pd)
 {
+   /* What queue family 0 lists, then what creating each one gives. */
+   VkQueueFamilyGlobalPriorityPropertiesKHR listed = {
+      .sType = VK_STRUCTURE_TYPE_QUEUE_FAMILY_GLOBAL_PRIORITY_PROPERTIES_KHR,
+   };
+   VkQueueFamilyProperties2 family = {
+      .sType = VK_STRUCTURE_TYPE_QUEUE_FAMILY_PROPERTIES_2,
+      .pNext = &listed,
+   };
+   uint32_t one_family = 1;
+   vkGetPhysicalDeviceQueueFamilyProperties2(pd, &one_family, &family);
+   printf("listed priorities:");
+   for (uint32_t i = 0; i < listed.priorityCount; ++i)
+      printf(" %s", priority_name(listed.priorities[i]));
+   printf("\n");
+
    for (unsigned i = 0; i < sizeof(priorities) / sizeof(priorities[0]); ++i) {
       VkDeviceQueueGlobalPriorityCreateInfoKHR prio = {
          .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_GLOBAL_PRIORITY_CREATE_INFO_KHR,
