@@ -38,6 +38,9 @@ EXPECTED = {
 # write-back and 1-way coherent (the GPU snoops the CPU's caches).
 MTL_ARL_WRITEBACK_INCOHERENT_PAT = 0
 MTL_ARL_CACHED_COHERENT_PAT = 3
+# Index 1 is the entry ANV uses for write-combined and scanout memory there
+# (write-through in L4, uncached in the CPU's view: mapped write-combined).
+MTL_ARL_WC_PAT = 1
 
 # The i915 uAPI's mmap modes, as the intel drm-shim names them.
 WB, WCMAP = "wb", "wc"
@@ -122,6 +125,86 @@ def order_violations(flags):
     strict subset of another's must come before it."""
     return [(i, j) for j in range(len(flags)) for i in range(j)
             if flags[j] & flags[i] == flags[j] and flags[j] != flags[i]]
+
+
+class KernelRules(unittest.TestCase):
+    """The intel shim refuses what i915 refuses: the SET_PAT extension
+    before graphics IP 12.70 and PAT indices above MTL's max_pat_index
+    (i915_gem_create.c ext_set_pat(), i915_pci.c mtl_info), FIXED mmaps of
+    system-memory objects and other modes of local-memory ones
+    (i915_gem_mman.c __assign_mmap_offset()), and prints each refusal. The
+    fork must not meet one on any platform."""
+
+    def test_no_platform_meets_a_refusal(self):
+        for platform in EXPECTED:
+            for knob in ("0", "1"):
+                with self.subTest(platform=platform, knob=knob):
+                    _, r = vulkaninfo_memory_types(intel_env(platform, knob))
+                    self.assertNotIn("refused", r.stderr)
+                    rb = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "1"],
+                             env=intel_env(platform, knob))
+                    self.assertEqual(rb.returncode, 0, rb.stdout + rb.stderr[-2000:])
+                    self.assertNotIn("refused", rb.stderr)
+
+
+class Export(unittest.TestCase):
+    def test_exported_memory_of_the_new_type_is_write_combined(self):
+        """Memory that may be shared with another process keeps the
+        kernel's defaults: an exportable allocation from the cached and
+        coherent type gets the PAT entry and CPU mapping of a plain
+        allocation from the write-combined type, in the same run; a plain
+        allocation from the new type gets its own write-back ones."""
+        for platform in ("mtl", "arl"):
+            with self.subTest(platform=platform), tempfile.TemporaryDirectory() as tmp:
+                log = os.path.join(tmp, "gem.jsonl")
+                env = intel_env(platform, "1", INTEL_STUB_GPU_LOG=log)
+                r = run([bin_path("mesa-fork-readback-probe"), "--export"], env=env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+                allocs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+                with open(log) as f:
+                    ops = [json.loads(l) for l in f]
+                MiB = 1 << 20
+
+                def created(type_index, exported):
+                    """(PAT index, mmap mode) of the allocation the probe
+                    made: ANV adds a little to the size (aux data), and
+                    reuses handles, so the mapping is the first one of
+                    that handle after the creation."""
+                    size = (2 * type_index + (1 if exported else 2)) * MiB
+                    (i,) = [i for i, o in enumerate(ops) if o["ioctl"] == "GEM_CREATE_EXT"
+                            and size <= o["size"] < size + MiB // 2]
+                    m = next(o for o in ops[i:] if o["ioctl"] == "GEM_MMAP_OFFSET"
+                             and o["handle"] == ops[i]["handle"])
+                    return ops[i]["pat_index"], m["mode"]
+
+                types = {a["type"]: a["flags"] for a in allocs}
+                cc = [t for t, f in types.items() if "HOST_CACHED" in f and "HOST_COHERENT" in f]
+                wc = [t for t, f in types.items() if "HOST_CACHED" not in f]
+                self.assertTrue(cc and wc, types)
+                self.assertEqual(created(cc[0], True), created(wc[0], False))
+                self.assertEqual(created(wc[0], False), (MTL_ARL_WC_PAT, WCMAP))
+                self.assertEqual(created(cc[0], False), (MTL_ARL_CACHED_COHERENT_PAT, WB))
+
+
+class WhatAClientGets(unittest.TestCase):
+    """The table "Which type a client gets" of
+    docs/changes/anv-cached-coherent.md: a first-match search over the
+    listed types, per requested flags, with the fork and in stock."""
+
+    @staticmethod
+    def first_match(types, required):
+        return next(i for i, f in enumerate(types) if f & required == required)
+
+    def test_first_match_per_request(self):
+        for plat in ("mtl", "arl"):
+            for label, knob, want in (("fork", None, {HV | HC: 0, HV | CA: 1, HV | HC | CA: 3}),
+                                      ("stock", "0", {HV | HC: 0, HV | CA: 1})):
+                with self.subTest(platform=plat, mode=label):
+                    types, _ = vulkaninfo_memory_types(intel_env(plat, knob))
+                    got = {req: self.first_match(types, req) for req in want}
+                    self.assertEqual(got, want, types)
+                    if label == "stock":
+                        self.assertFalse(any(f & (HC | CA) == HC | CA for f in types))
 
 
 class MemoryTypeOrder(unittest.TestCase):
@@ -249,6 +332,22 @@ class ReadbackProbe(unittest.TestCase):
                    if l.startswith("type ") and "skipped" in l]
         self.assertEqual(probed, [i for i in visible if i < base], r.stdout)
         self.assertEqual(skipped, [i for i in visible if i >= base], r.stdout)
+
+    def test_upload_and_readback_of_both_coherent_types_side_by_side(self):
+        """Every probed type gets an upload and a readback figure, and the
+        run ends with the cached+coherent / write-combined ratio of both,
+        where the two types exist (fork), and without it in stock."""
+        for knob, ratio in (("1", True), ("0", False)):
+            r = run([bin_path("mesa-fork-readback-probe"), "--size", "1", "--runs", "1"],
+                    env=intel_env("mtl", knob))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
+            rows = [l for l in r.stdout.splitlines() if "host/readback" in l]
+            self.assertEqual(len(rows), 3 if ratio else 2, r.stdout)
+            self.assertTrue(all(re.search(r"upload +[0-9.]+ GB/s +readback +[0-9.]+ GB/s", l)
+                                for l in rows), rows)
+            self.assertEqual(bool(re.search(r"cached\+coherent / write-combined: upload "
+                                            r"[0-9.]+x, readback [0-9.]+x", r.stdout)),
+                             ratio, r.stdout)
 
     def test_coherency_check_detects_stale_data(self):
         """Nothing executes on the shim, so every GPU write is 'lost': --strict must fail."""

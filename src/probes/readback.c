@@ -4,18 +4,28 @@
  *
  * mesa-fork-readback-probe: for users with a GPU. For every host-visible
  * memory type that a transfer buffer may be bound to (its memoryTypeBits;
- * ANV's descriptor-buffer types are not among them), measure readback: the
- * GPU copies into a buffer of that type, then the CPU copies it out (with
+ * ANV's descriptor-buffer types are not among them), measure upload (the CPU
+ * copies into a buffer of that type, with vkFlushMappedMemoryRanges after
+ * on a non-coherent type; the GPU then reads it) and readback: the GPU
+ * copies into a buffer of that type, then the CPU copies it out (with
  * vkInvalidateMappedMemoryRanges first on a non-coherent type, as an
  * application must), median of N runs, against a host memcpy of the same
- * size measured in the same run. Then check coherency adversarially: the
+ * size measured in the same run. Where a write-combined (coherent, not
+ * cached) and a cached and coherent type are both probed, it prints their
+ * upload and readback ratios: applications that ask for cached and
+ * coherent memory move from the first to the second. Then check coherency adversarially: the
  * CPU dirties its cache lines of the buffer, the GPU overwrites it, and the
  * CPU compares byte for byte without any invalidate on a coherent type.
  *
  *   mesa-fork-readback-probe [--size MiB] [--runs N] [--device N] [--strict]
- *                            [--validate]
+ *                            [--validate] [--export]
  *
- * --strict exits with 1 when a coherency check fails. --validate runs under
+ * --strict exits with 1 when a coherency check fails. --export measures
+ * nothing: for each of those types it allocates, maps, writes and frees an
+ * exportable allocation (VkExportMemoryAllocateInfo, opaque fd) of
+ * (2 * type + 1) MiB and a plain one of (2 * type + 2) MiB, and prints one
+ * line per allocation, so that a drm-shim log shows how each was created
+ * and mapped. --validate runs under
  * the Khronos validation layer and exits with 3 when it reports anything.
  * On a drm-shim nothing executes: the numbers mean nothing and the check
  * fails; there it is a smoke test of the probe itself.
@@ -133,10 +143,41 @@ host_memcpy_gbs(VkDeviceSize size, unsigned runs)
    return gbs;
 }
 
-/* Returns false when the coherency check fails. */
+/* One allocation of `type`, exportable or not, mapped and written. */
+static void
+allocate_mapped(struct ctx *c, uint32_t type, VkDeviceSize size, bool exported)
+{
+   VkExportMemoryAllocateInfo export_info = {
+      .sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+   };
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .pNext = exported ? &export_info : NULL,
+      .allocationSize = size,
+      .memoryTypeIndex = type,
+   };
+   VkDeviceMemory mem;
+   MF_CHECK(vkAllocateMemory(c->d.dev, &mai, NULL, &mem));
+   uint32_t *map;
+   MF_CHECK(vkMapMemory(c->d.dev, mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
+   map[0] = 0x01020304;
+   vkUnmapMemory(c->d.dev, mem);
+   vkFreeMemory(c->d.dev, mem, NULL);
+
+   char flags[128];
+   mf_memory_flags_str(c->d.mp.memoryTypes[type].propertyFlags, flags,
+                       sizeof(flags));
+   printf("{\"type\": %u, \"flags\": \"%s\", \"exported\": %s, "
+          "\"size\": %llu}\n",
+          type, flags, exported ? "true" : "false", (unsigned long long)size);
+}
+
+/* Returns false when the coherency check fails; upload and readback GB/s
+ * in *up and *down. */
 static bool
 probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
-           double host_gbs)
+           double host_gbs, double *up, double *down)
 {
    VkMemoryPropertyFlags f = c->d.mp.memoryTypes[type].propertyFlags;
    bool coherent = f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
@@ -148,8 +189,10 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                     -1, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &src);
-   mf_buffer_create(&c->d, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT, type, 0,
-                    &dst);
+   mf_buffer_create(&c->d, size,
+                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                    type, 0, &dst);
    uint32_t *map;
    MF_CHECK(vkMapMemory(c->d.dev, dst.mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
    char *host = malloc(size);
@@ -159,6 +202,17 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
       .memory = dst.mem,
       .size = VK_WHOLE_SIZE,
    };
+
+   memset(host, 7, size);
+   for (unsigned i = 0; i < runs; i++) {
+      double t0 = now_s();
+      memcpy(map, host, size);
+      if (!coherent)
+         MF_CHECK(vkFlushMappedMemoryRanges(c->d.dev, 1, &range));
+      t[i] = now_s() - t0;
+      gpu_write(c, dst.buf, src.buf, size, 0);
+   }
+   double up_gbs = size / median(t, runs) / 1e9;
 
    gpu_write(c, VK_NULL_HANDLE, src.buf, size, 0x01020304);
    for (unsigned i = 0; i < runs; i++) {
@@ -191,10 +245,13 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
    for (uint32_t i = 0; i < words; i++)
       stale += map[i] != b;
 
-   printf("type %2u %-50s readback %7.2f GB/s  host memcpy %7.2f GB/s  "
-          "host/readback %6.1fx  coherency %s (%llu of %u words stale)\n",
-          type, flags, gbs, host_gbs, host_gbs / gbs,
+   printf("type %2u %-50s upload %7.2f GB/s  readback %7.2f GB/s  "
+          "host memcpy %7.2f GB/s  host/readback %6.1fx  coherency %s "
+          "(%llu of %u words stale)\n",
+          type, flags, up_gbs, gbs, host_gbs, host_gbs / gbs,
           stale ? "FAIL" : "ok", (unsigned long long)stale, words);
+   *up = up_gbs;
+   *down = gbs;
 
    free(host);
    free(t);
@@ -209,7 +266,7 @@ main(int argc, char **argv)
 {
    unsigned size_mib = 32, runs = 9;
    int device = 0;
-   bool strict = false, validate = false;
+   bool strict = false, validate = false, export = false;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--size") && i + 1 < argc)
          size_mib = strtoul(argv[++i], NULL, 10);
@@ -221,9 +278,12 @@ main(int argc, char **argv)
          strict = true;
       else if (!strcmp(argv[i], "--validate"))
          validate = true;
+      else if (!strcmp(argv[i], "--export"))
+         export = true;
       else {
          fprintf(stderr, "usage: mesa-fork-readback-probe [--size MiB] "
-                         "[--runs N] [--device N] [--strict] [--validate]\n");
+                         "[--runs N] [--device N] [--strict] [--validate] "
+                         "[--export]\n");
          return 64;
       }
    }
@@ -263,10 +323,14 @@ main(int argc, char **argv)
 
    VkDeviceSize size = (VkDeviceSize)size_mib << 20;
    double host_gbs = host_memcpy_gbs(size, runs);
-   /* The readback target's usage; the staging source may use any type. */
-   uint32_t allowed =
-      buffer_type_bits(&c, size, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+   /* The upload source's and readback target's usage; the device-local
+    * buffer on the other side may use any type. */
+   uint32_t allowed = buffer_type_bits(
+      &c, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT);
    unsigned probed = 0, skipped = 0, incoherent = 0;
+   /* GB/s up and down of the first write-combined and cached+coherent
+    * types probed; 0 when there is none. */
+   double wc[2] = {0, 0}, cc[2] = {0, 0};
    for (uint32_t i = 0; i < c.d.mp.memoryTypeCount; i++) {
       VkMemoryPropertyFlags f = c.d.mp.memoryTypes[i].propertyFlags;
       if (!(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
@@ -279,11 +343,32 @@ main(int argc, char **argv)
          skipped++;
          continue;
       }
-      incoherent += !probe_type(&c, i, size, runs, host_gbs);
+      if (export) {
+         allocate_mapped(&c, i, (2ull * i + 1) << 20, true);
+         allocate_mapped(&c, i, (2ull * i + 2) << 20, false);
+      } else {
+         double up, down;
+         incoherent += !probe_type(&c, i, size, runs, host_gbs, &up, &down);
+         const VkMemoryPropertyFlags coh_cached =
+            VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+            VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+         double *which = (f & coh_cached) == coh_cached ? cc
+                         : (f & coh_cached) == VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                            ? wc
+                            : NULL;
+         if (which && !which[0]) {
+            which[0] = up;
+            which[1] = down;
+         }
+      }
       probed++;
    }
    printf("summary: %u host-visible type(s) probed, %u skipped, %u failed "
           "the coherency check\n", probed, skipped, incoherent);
+   if (wc[0] && cc[0]) {
+      printf("cached+coherent / write-combined: upload %.2fx, readback "
+             "%.2fx\n", cc[0] / wc[0], cc[1] / wc[1]);
+   }
 
    vkDestroyFence(c.d.dev, c.fence, NULL);
    mf_device_destroy(&c.d);
