@@ -105,6 +105,9 @@ struct mf_image {
    uint32_t width, height;
 };
 
+/* The aspects of a format: colour, or its depth and stencil ones. */
+VkImageAspectFlags mf_format_aspects(VkFormat format);
+
 /* A single-sample, single-level 2D image with optimal tiling. */
 VkImageCreateInfo mf_image_2d_info(uint32_t width, uint32_t height,
                                    VkFormat format, VkImageUsageFlags usage);

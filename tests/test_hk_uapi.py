@@ -7,6 +7,7 @@ that hk's requests are ones the kernel accepts."""
 
 import json
 import os
+import struct
 import tempfile
 import unittest
 
@@ -170,11 +171,63 @@ class RenderCommand(unittest.TestCase):
         self.assertTrue(r["flags"] & 0x2, "DRM_ASAHI_RENDER_PROCESS_EMPTY_TILES")
         # The kernel sizes the tilebuffer from the per-sample size.
         self.assertGreater(r["sample_size"], 0)
-        # ISP ZLS pixels: height - 1 from bit 15.
+        # ISP ZLS pixels: width - 1 in bits 0-14, height - 1 from bit 15.
+        self.assertEqual(r["isp_zls_pixels"] & 0x7fff, 64 - 1)
         self.assertEqual(r["isp_zls_pixels"] >> 15, 32 - 1)
         # dispatch, render, dispatch: three commands, ordered on both subqueues.
         cmds = of_type(lines, "compute", "render")
         self.assertEqual([c["type"] for c in cmds], ["compute", "render", "compute"])
+
+
+class RenderFields(unittest.TestCase):
+    """The render command's buffers and programs, field by field, for the
+    pass that clears and stores a 64x32 colour and a D32_SFLOAT depth
+    image (mesa-fork-hk-uapi render)."""
+
+    @classmethod
+    def setUpClass(cls):
+        lines, _ = hk_uapi("render")
+        (cls.r,) = of_type(lines, "render")
+        cls.computes = of_type(lines, "compute")
+
+    def test_depth_buffer_and_its_metadata(self):
+        d = self.r["depth"]
+        self.assertNotEqual(d["base"], 0)
+        # Compressed: the metadata follows the data in the same image.
+        self.assertGreater(d["comp_base"], d["base"])
+        # The data stride counts pages, with bit 0 set; the metadata stride
+        # counts cache lines from bit 14, the low bits clear (hk_cmd_draw.c
+        # encodes both). One field each for load, store and partial
+        # renders in the mainline uAPI.
+        self.assertEqual(d["stride"] & 1, 1, d)
+        self.assertEqual(d["comp_stride"] & 0x3fff, 0, d)
+        # No stencil attachment: nothing to load or store.
+        self.assertEqual(self.r["stencil"], {"base": 0, "stride": 0, "comp_base": 0,
+                                             "comp_stride": 0})
+        # The background object's depth is the clear value, as raw bits.
+        self.assertEqual(self.r["isp_bgobjdepth"], struct.unpack("<I", struct.pack("<f", 0.5))[0])
+
+    def test_background_and_end_of_tile_programs(self):
+        """The USC word of each program carries 4 in its low bits, as
+        25.0.7 passed it (load_pipeline = usc | 4); programs are aligned,
+        so the bits are not part of the address. Main and partial
+        programs differ."""
+        progs = {k: self.r[k] for k in ("bg", "eot", "partial_bg", "partial_eot")}
+        for name, p in progs.items():
+            self.assertEqual(p["usc"] & 7, 4, (name, p))
+            self.assertNotEqual(p["rsrc_spec"], 0, (name, p))
+        self.assertEqual(len({p["usc"] for p in progs.values()}), 4, progs)
+
+    def test_samplers_and_helpers(self):
+        """Every command of the device gets the same sampler heap; with no
+        shader that spills, neither helper program is set."""
+        self.assertNotEqual(self.r["sampler_heap"], 0)
+        self.assertGreater(self.r["sampler_count"], 0)
+        for c in self.computes:
+            self.assertEqual((c["sampler_heap"], c["sampler_count"]),
+                             (self.r["sampler_heap"], self.r["sampler_count"]))
+        for h in ("vertex_helper", "fragment_helper"):
+            self.assertEqual(self.r[h], {"binary": 0, "cfg": 0, "data": 0})
 
 
 class Syncs(unittest.TestCase):
@@ -253,6 +306,21 @@ class Submission(unittest.TestCase):
         lines, _ = scenario("chain", count=3, HK_PERFTEST="batch",
                             ASAHI_SHIM_PARAMS_BYTES="576", **SEPARATE)
         self.assertEqual([len(s) for s in self.submits(lines)], [1, 1, 1])
+
+    def test_batched_render_and_compute_wait_on_each_other(self):
+        """dispatch, render pass, dispatch in one ioctl: each command waits
+        on every earlier command of both subqueues. Barrier index N is the
+        N-th command of that subqueue in the ioctl (drm_asahi_cmd_header),
+        so the render waits on compute 1 and no render, the last dispatch
+        on render 1 and compute 1; the shim refuses an index past the
+        commands it has seen."""
+        for model in ("m1", "m2ultra"):
+            with self.subTest(model=model):
+                lines, _ = hk_uapi("render", HK_PERFTEST="batch", ASAHI_SHIM_DEVICE=model)
+                (sub,) = self.submits(lines)
+                self.assertEqual([c["type"] for c in sub], ["compute", "render", "compute"])
+                self.assertEqual([(c["vdm_barrier"], c["cdm_barrier"]) for c in sub],
+                                 [(0, 0), (0, 1), (1, 1)])
 
     def test_batched_small_submission_is_one_ioctl(self):
         lines, _ = scenario("chain", count=3, HK_PERFTEST="batch", **SEPARATE)

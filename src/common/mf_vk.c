@@ -325,6 +325,25 @@ mf_image_2d_info(uint32_t width, uint32_t height, VkFormat format,
    };
 }
 
+VkImageAspectFlags
+mf_format_aspects(VkFormat format)
+{
+   switch (format) {
+   case VK_FORMAT_D16_UNORM:
+   case VK_FORMAT_X8_D24_UNORM_PACK32:
+   case VK_FORMAT_D32_SFLOAT:
+      return VK_IMAGE_ASPECT_DEPTH_BIT;
+   case VK_FORMAT_S8_UINT:
+      return VK_IMAGE_ASPECT_STENCIL_BIT;
+   case VK_FORMAT_D16_UNORM_S8_UINT:
+   case VK_FORMAT_D24_UNORM_S8_UINT:
+   case VK_FORMAT_D32_SFLOAT_S8_UINT:
+      return VK_IMAGE_ASPECT_DEPTH_BIT | VK_IMAGE_ASPECT_STENCIL_BIT;
+   default:
+      return VK_IMAGE_ASPECT_COLOR_BIT;
+   }
+}
+
 void
 mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
                    VkFormat format, VkImageUsageFlags usage,
@@ -349,7 +368,7 @@ mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
       .image = out->image,
       .viewType = VK_IMAGE_VIEW_TYPE_2D,
       .format = format,
-      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
+      .subresourceRange = {mf_format_aspects(format), 0, 1, 0, 1},
    };
    MF_CHECK(vkCreateImageView(d->dev, &vci, NULL, &out->view));
 }

@@ -26,7 +26,8 @@
  *                  it, runs three compute streams (dispatches separated by
  *                  pipeline barriers), signals another and a fence
  *   render         a dispatch, then a dynamic-rendering pass that clears a
- *                  64x32 colour image, then a dispatch
+ *                  64x32 colour image and a 64x32 D32_SFLOAT depth image
+ *                  and stores both, then a dispatch
  *
  * Prints one line per step; exits 0 when every Vulkan call it makes
  * succeeded (for priority: when it could print every result).
@@ -433,9 +434,11 @@ check_render(VkPhysicalDevice pd)
    compute_env_create(&e, pd, &want13);
    struct mf_device d = e.d;
 
-   struct mf_image img;
+   struct mf_image img, depth;
    mf_image_2d_create(&d, 64, 32, VK_FORMAT_R8G8B8A8_UNORM,
                       VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT, &img);
+   mf_image_2d_create(&d, 64, 32, VK_FORMAT_D32_SFLOAT,
+                      VK_IMAGE_USAGE_DEPTH_STENCIL_ATTACHMENT_BIT, &depth);
 
    VkCommandBuffer cmd = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
@@ -443,7 +446,54 @@ check_render(VkPhysicalDevice pd)
 
    mf_to_color_attachment(cmd, &img, VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
                           VK_ACCESS_2_SHADER_WRITE_BIT);
-   mf_clear_pass(cmd, &img);
+   VkImageMemoryBarrier2 to_depth = {
+      .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
+      .srcStageMask = VK_PIPELINE_STAGE_2_NONE,
+      .dstStageMask = VK_PIPELINE_STAGE_2_EARLY_FRAGMENT_TESTS_BIT |
+                      VK_PIPELINE_STAGE_2_LATE_FRAGMENT_TESTS_BIT,
+      .dstAccessMask = VK_ACCESS_2_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT,
+      .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+      .newLayout = VK_IMAGE_LAYOUT_DEPTH_ATTACHMENT_OPTIMAL,
+      .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+      .image = depth.image,
+      .subresourceRange = {VK_IMAGE_ASPECT_DEPTH_BIT, 0, 1, 0, 1},
+   };
+   VkDependencyInfo dep = {
+      .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
+      .imageMemoryBarrierCount = 1,
+      .pImageMemoryBarriers = &to_depth,
+   };
+   vkCmdPipelineBarrier2(cmd, &dep);
+
+   /* One pass clears and stores both, so that the render command carries
+    * a depth buffer. */
+   VkRenderingAttachmentInfo color_att = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
+      .imageView = img.view,
+      .imageLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
+   };
+   VkRenderingAttachmentInfo depth_att = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
+      .imageView = depth.view,
+      .imageLayout = VK_IMAGE_LAYOUT_DEPTH_ATTACHMENT_OPTIMAL,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .clearValue.depthStencil = {0.5f, 0},
+   };
+   VkRenderingInfo ri = {
+      .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
+      .renderArea = {{0, 0}, {64, 32}},
+      .layerCount = 1,
+      .colorAttachmentCount = 1,
+      .pColorAttachments = &color_att,
+      .pDepthAttachment = &depth_att,
+   };
+   vkCmdBeginRendering(cmd, &ri);
+   vkCmdEndRendering(cmd);
 
    mf_barrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
               VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
@@ -451,8 +501,10 @@ check_render(VkPhysicalDevice pd)
               VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
    dispatch(cmd, &e);
    mf_submit_wait(&d, cmd);
-   printf("render: dispatch, clear 64x32, dispatch submitted\n");
+   printf("render: dispatch, clear 64x32 colour and depth, dispatch "
+          "submitted\n");
 
+   mf_image_destroy(&d, &depth);
    mf_image_destroy(&d, &img);
    compute_env_destroy(&e);
    return 0;
