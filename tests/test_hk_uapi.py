@@ -218,6 +218,17 @@ class RenderFields(unittest.TestCase):
             self.assertNotEqual(p["rsrc_spec"], 0, (name, p))
         self.assertEqual(len({p["usc"] for p in progs.values()}), 4, progs)
 
+    def test_payloads_have_the_sizes_the_kernel_reads(self):
+        """The kernel reads sizeof(struct drm_asahi_cmd_render) = 240 and
+        sizeof(struct drm_asahi_cmd_compute) = 64 bytes of a command, the
+        sizes of the uAPI merged in Linux 6.16, and takes whatever follows
+        for the next header. hk sends the size of the header it was built
+        with, so a newer header with larger structs would break every
+        SUBMIT on these kernels: the shim refuses it, and this says which
+        sizes went out."""
+        self.assertEqual(self.r["size"], 240)
+        self.assertEqual({c["size"] for c in self.computes}, {64})
+
     def test_samplers_and_helpers(self):
         """Every command of the device gets the same sampler heap; with no
         shader that spills, neither helper program is set."""
