@@ -11,13 +11,14 @@ apt-cache, dpkg and dpkg-query first on PATH, or no apt at all."""
 import glob
 import os
 import shutil
+import sys
 import subprocess
 import tempfile
 import unittest
 
 import forklib
 from forklib import run
-from mesafork import apt, config, distro, sources
+from mesafork import apt, config, distro, sources, uapi
 
 OS_RELEASES = {
     "debian": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\n'
@@ -213,8 +214,9 @@ class DepsOnDebian(unittest.TestCase):
             inc = os.path.join(box.work, "deps", "asahi-uapi", "include")
             os.makedirs(os.path.join(inc, "drm"))
             open(os.path.join(inc, "drm", "asahi_drm.h"), "w").close()
+            # What fetch() writes once it has unpacked the pinned package.
             with open(os.path.join(inc, ".source"), "w") as f:
-                f.write("drm/asahi_drm.h from a test\n")
+                f.write(uapi.pinned_source(config.load(forklib.TOP)) + "\n")
             r = run([forklib.CLI, "deps"], env=box.env())
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             written = box.apt_files().get(os.path.join("sources.list.d", "mesa-fork.sources"))
@@ -227,6 +229,96 @@ class DepsOnDebian(unittest.TestCase):
             self.assertEqual(sorted(queried),
                              sorted(p for p in table()["debian"].packages if p != "meson"))
             self.assertIn("everything is installed already", r.stdout)
+
+
+class AsahiUapiPin(unittest.TestCase):
+    """<drm/asahi_drm.h> comes from one pinned package (config/fork.ini
+    [asahi_uapi]: version and sha256) for every build."""
+
+    def conf(self, **override):
+        conf = config.load(forklib.TOP)
+        for k, v in override.items():
+            conf["asahi_uapi"][k] = v
+        return conf
+
+    def pinned_deb(self):
+        deb = os.path.join(forklib.WORK, "apt", self.conf()["asahi_uapi"]["suite"],
+                           "download", uapi.pinned_deb(self.conf()))
+        if not os.path.exists(deb):
+            self.skipTest("%s not downloaded: run bin/mesa-fork deps" % deb)
+        return deb
+
+    def work_with(self, tmp, deb, stamp):
+        work = os.path.join(tmp, "work")
+        dl = os.path.join(work, "apt", self.conf()["asahi_uapi"]["suite"], "download")
+        os.makedirs(dl)
+        shutil.copy(deb, os.path.join(dl, os.path.basename(deb)))
+        inc = uapi.include_dir(work)
+        os.makedirs(os.path.join(inc, "drm"))
+        with open(os.path.join(inc, "drm", "asahi_drm.h"), "w") as f:
+            f.write("/* an older header */\n")
+        with open(os.path.join(inc, ".source"), "w") as f:
+            f.write(stamp + "\n")
+        return work, inc
+
+    def test_the_install_uses_the_pinned_package(self):
+        with open(os.path.join(uapi.include_dir(forklib.WORK), ".source")) as f:
+            self.assertEqual(f.read().strip(), uapi.pinned_source(self.conf()))
+
+    def test_an_unpack_of_another_version_is_replaced(self):
+        """A header unpacked from another version (an unpinned fetch, or a
+        pin since moved) is replaced by the pinned one; the pinned .deb
+        already downloaded is reused when its sha256 matches, without
+        network."""
+        deb = self.pinned_deb()
+        with tempfile.TemporaryDirectory() as tmp:
+            work, inc = self.work_with(tmp, deb, "drm/asahi_drm.h from "
+                                       "linux-libc-dev_7.2.12-1_all.deb (sid)")
+            got = uapi.fetch(work, self.conf(), "bookworm")
+            self.assertEqual(got, uapi.pinned_source(self.conf()))
+            with open(os.path.join(inc, "drm", "asahi_drm.h")) as f:
+                self.assertIn("struct drm_asahi_cmd_render", f.read())
+
+    def test_a_package_with_another_sha256_is_refused(self):
+        """The .deb must be the pinned one, byte for byte: with a sha256
+        that does not match, fetch stops before unpacking anything (it
+        downloads the version again, which has the same bytes)."""
+        deb = self.pinned_deb()
+        with tempfile.TemporaryDirectory() as tmp:
+            work, inc = self.work_with(tmp, deb, "old")
+            code = ("import sys; sys.path.insert(0, %r)\n"
+                    "from mesafork import config, uapi\n"
+                    "c = config.load(%r); c['asahi_uapi']['sha256'] = '0' * 64\n"
+                    "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
+                                                          forklib.TOP, work))
+            r = run([sys.executable, "-c", code], timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("but config/fork.ini pins 000000", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            with open(os.path.join(inc, "drm", "asahi_drm.h")) as f:
+                self.assertEqual(f.read(), "/* an older header */\n")
+
+    def test_a_version_the_suite_dropped_stops_with_the_update(self):
+        """A pin the archive no longer serves: stop, and say which version
+        it serves now with that .deb's sha256, the two values to put in
+        config/fork.ini (needs the network, as deps does)."""
+        deb = self.pinned_deb()
+        with tempfile.TemporaryDirectory() as tmp:
+            work, _ = self.work_with(tmp, deb, "old")
+            # Reuse the machine's package lists for the suite.
+            suite = self.conf()["asahi_uapi"]["suite"]
+            shutil.copytree(os.path.join(forklib.WORK, "apt", suite, "lists"),
+                            os.path.join(work, "apt", suite, "lists"))
+            code = ("import sys; sys.path.insert(0, %r)\n"
+                    "from mesafork import config, uapi\n"
+                    "c = config.load(%r); c['asahi_uapi']['version'] = '6.16.1-1'\n"
+                    "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
+                                                          forklib.TOP, work))
+            r = run([sys.executable, "-c", code], timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("no longer serves linux-libc-dev 6.16.1-1", r.stderr)
+            self.assertRegex(r.stderr, r"serves \S+ now: its sha256 is [0-9a-f]{64}")
+            self.assertNotIn("Traceback", r.stderr)
 
 
 def path_without_apt(tmp):

@@ -7,7 +7,8 @@ Two chroots made with debootstrap and cached under .work/chroot/ (a stamp
 in each records what it holds; a changed list redoes the setup):
   <suite>-build  buildd variant, plus ccache and lintian; build
                  dependencies come from `apt-get build-dep` on our .dsc,
-                 the kernel headers from <backports>;
+                 <drm/asahi_drm.h> from the pinned linux-libc-dev of
+                 config/fork.ini [asahi_uapi], as for every build;
   <suite>-base   minbase plus vulkan-tools and the Khronos validation
                  layer, never changed after it is made: each run copies it
                  to <suite>-test and installs the packages just built there.
@@ -152,12 +153,19 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
     with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True)
-    with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
-              % conf["backports"]):
+    from . import distro, uapi
+    pinned = uapi.pinned_deb(fork.conf)
+    with step("apt-get update and dist-upgrade; %s, the pinned <drm/asahi_drm.h>" % pinned):
         # A cached build chroot is brought up to date, as sbuild-update does.
         chroot.run_in(["apt-get", "update"], quiet=True)
         chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
-        chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
+        # The header every other build uses (config/fork.ini [asahi_uapi]),
+        # checked against its sha256; it may be older than what the
+        # chroot's backports suite has installed.
+        deb = uapi.download_pinned(fork.work, fork.conf, distro.os_release().codename)
+        shutil.copy(deb, os.path.join(work_deb, pinned))
+        chroot.apt_install([inside(work_deb, os.path.join(work_deb, pinned))],
+                           "--allow-downgrades")
     with step("apt-get build-dep %s%s" % (" ".join(cross + [os.path.basename(dsc)]),
                                            " -P " + ",".join(profiles) if profiles else "")):
         chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +

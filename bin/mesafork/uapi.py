@@ -2,7 +2,9 @@
 """The mainline drm/asahi uAPI header for Honeykrisp.
 
 Honeykrisp is built against <drm/asahi_drm.h>, which Debian ships in
-sid's linux-libc-dev (7.2 today). The package is downloaded
+sid's linux-libc-dev. Every build takes it from one version of that
+package, pinned with its sha256 in config/fork.ini ([asahi_uapi]), as the
+base is. The package is downloaded
 with apt from the machine's own Debian mirror through a private apt state
 under .work/apt (the machine's sources and package lists are not touched,
 nothing is installed) and its drm/ headers are unpacked with dpkg -x into
@@ -13,9 +15,10 @@ wherever they exist, and only what they lack (drm/asahi_drm.h and the
 newer linux/ headers its drm.h includes) comes from the package. Mesa's
 meson then checks that the header has what hk needs.
 
-Only on Debian. Elsewhere (install --no-deps) the header comes from a
-directory the user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), which
-include_dir then links to, or from the system's kernel headers
+install --no-deps takes the same package wherever apt and a Debian mirror
+exist (no root needed). Elsewhere the header comes from a directory the
+user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), which include_dir
+then links to, or, with a warning, from the system's kernel headers
 (`use_local`).
 """
 
@@ -68,10 +71,20 @@ def use_local(fork, src=None):
         return "%s in %s (given before)" % (c["header"], linked(fork.work))
     if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp):
         with open(stamp) as f:
-            return f.read().strip() + " (unpacked before)"
+            if f.read().strip() == pinned_source(fork.conf):
+                return pinned_source(fork.conf) + " (unpacked before)"
+    # The pinned package, as deps takes it: downloading it with a private
+    # apt state needs apt and a Debian mirror, not root.
+    from . import distro
+    osr = distro.os_release()
+    if osr.is_debian and shutil.which("apt-get"):
+        return fetch(fork.work, fork.conf, osr.codename)
     system = os.path.join(SYSTEM_INCLUDE, c["header"])
     if os.path.exists(system):
-        return "%s, the system's kernel headers" % system
+        print("install: warning: no apt here, so <%s> is the system's (%s), not the "
+              "pinned %s; the shim refuses payloads a different uAPI would make"
+              % (c["header"], system, pinned_deb(fork.conf)))
+        return "%s, the system's kernel headers (not pinned)" % system
     tool.die("Honeykrisp needs <%s>, the mainline drm/asahi uAPI of Linux 6.16 and "
              "later, and this system's headers lack it (%s). Install the kernel "
              "headers package of your distribution if it carries Linux 6.16 or later "
@@ -93,18 +106,32 @@ def _apt_options(root, sources):
             "-o", "APT::Sandbox::User=root"]
 
 
-def fetch(work, conf, codename):
-    """Unpacks the configured package's headers into include_dir(work).
-    Returns a one-line description of where it came from."""
+def pinned_deb(conf):
+    """The file name of the pinned package (Architecture: all)."""
     c = conf["asahi_uapi"]
-    dest = include_dir(work)
-    stamp = os.path.join(dest, ".source")
-    header = os.path.join(dest, c["header"])
-    if linked(work) and os.path.exists(header):
-        return "%s in %s (--asahi-uapi)" % (c["header"], linked(work))
-    if os.path.exists(header) and os.path.exists(stamp):
-        return open(stamp).read().strip()
+    return "%s_%s_all.deb" % (c["package"], c["version"].split(":")[-1])
 
+
+def pinned_source(conf):
+    """The line a stamp holds for the pinned package."""
+    c = conf["asahi_uapi"]
+    return "%s from %s (%s, sha256 %s)" % (c["header"], pinned_deb(conf), c["suite"],
+                                          c["sha256"][:12])
+
+
+def _sha256(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _apt_root(work, conf, codename):
+    """A private apt state for the configured suite, updated; returns its
+    directory and apt options."""
+    c = conf["asahi_uapi"]
     root = os.path.join(work, "apt", c["suite"])
     for d in ("lists/partial", "cache/archives/partial", "download"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
@@ -116,28 +143,85 @@ def fetch(work, conf, codename):
     opts = _apt_options(root, sources)
     with tool.step("apt-get update (private state for %s, in %s)" % (c["suite"], tool.rel(root))):
         tool.run(["apt-get"] + opts + ["update"], quiet=True)
+    return root, opts
+
+
+def _newest(opts, package):
+    """The version of package the private state's suite serves, or None."""
+    r = subprocess.run(["apt-cache"] + opts + ["show", "%s:all" % package],
+                       capture_output=True, text=True)
+    versions = [l.split(":", 1)[1].strip() for l in r.stdout.splitlines()
+                if l.startswith("Version:")]
+    return versions[0] if versions else None
+
+
+def download_pinned(work, conf, codename):
+    """The pinned package's .deb under the private apt state, downloaded
+    if needed and checked against the configured sha256. Dies with the
+    update procedure when the suite no longer serves that version."""
+    c = conf["asahi_uapi"]
+    root = os.path.join(work, "apt", c["suite"])
+    deb = os.path.join(root, "download", pinned_deb(conf))
+    if os.path.exists(deb) and _sha256(deb) == c["sha256"]:
+        return deb
+    root, opts = _apt_root(work, conf, codename)
     dl = os.path.join(root, "download")
-    for old in glob.glob(os.path.join(dl, "*.deb")):
-        os.unlink(old)
-    with tool.step("apt-get download %s/%s" % (c["package"], c["suite"])):
-        tool.run(["apt-get"] + opts + ["download", "%s:all" % c["package"]], cwd=dl, quiet=True)
-    debs = glob.glob(os.path.join(dl, "*.deb"))
-    if len(debs) != 1:
-        tool.die("expected one %s package in %s, found %d" % (c["package"], dl, len(debs)))
+    with tool.step("apt-get download %s=%s (%s)" % (c["package"], c["version"], c["suite"])):
+        r = subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"],
+                                                                            c["version"])],
+                           cwd=dl, capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.exists(deb):
+        newest = _newest(opts, c["package"])
+        hint = ""
+        if newest:
+            subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"], newest)],
+                           cwd=dl, capture_output=True, text=True)
+            got = os.path.join(dl, "%s_%s_all.deb" % (c["package"], newest.split(":")[-1]))
+            if os.path.exists(got):
+                hint = (" %s serves %s now: its sha256 is %s. To move to it, set version "
+                        "and sha256 in [asahi_uapi] of config/fork.ini to these and run the "
+                        "tests (docs/build-deps.md, \"The asahi uAPI header\")."
+                        % (c["suite"], newest, _sha256(got)))
+        tool.die("%s no longer serves %s %s, the <%s> every build is pinned to (apt-get: "
+                 "%s).%s" % (c["suite"], c["package"], c["version"], c["header"],
+                             (r.stderr.strip().splitlines() or ["no package"])[-1], hint))
+    got = _sha256(deb)
+    if got != c["sha256"]:
+        os.unlink(deb)
+        tool.die("%s: sha256 %s, but config/fork.ini pins %s; refusing to build with it"
+                 % (pinned_deb(conf), got, c["sha256"]))
+    return deb
+
+
+def fetch(work, conf, codename):
+    """Unpacks the pinned package's headers into include_dir(work).
+    Returns a one-line description of where it came from."""
+    c = conf["asahi_uapi"]
+    dest = include_dir(work)
+    stamp = os.path.join(dest, ".source")
+    header = os.path.join(dest, c["header"])
+    if linked(work) and os.path.exists(header):
+        return "%s in %s (--asahi-uapi)" % (c["header"], linked(work))
+    if os.path.exists(header) and os.path.exists(stamp):
+        with open(stamp) as f:
+            if f.read().strip() == pinned_source(conf):
+                return pinned_source(conf)
+
+    deb = download_pinned(work, conf, codename)
+    root = os.path.join(work, "apt", c["suite"])
     unpacked = os.path.join(root, "unpacked")
     shutil.rmtree(unpacked, ignore_errors=True)
-    with tool.step("dpkg -x %s" % os.path.basename(debs[0])):
-        subprocess.run(["dpkg", "-x", debs[0], unpacked], check=True)
+    with tool.step("dpkg -x %s" % os.path.basename(deb)):
+        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
     src = os.path.join(unpacked, "usr", "include")
     if not os.path.exists(os.path.join(src, c["header"])):
         tool.die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
-                 "uAPI header (Linux 6.16 or later)" % (os.path.basename(debs[0]), c["header"]))
+                 "uAPI header (Linux 6.16 or later)" % (os.path.basename(deb), c["header"]))
     if os.path.islink(dest):
         os.unlink(dest)
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     shutil.copytree(src, dest)
-    what = "%s from %s (%s)" % (c["header"], os.path.basename(debs[0]), c["suite"])
     with open(stamp, "w") as f:
-        f.write(what + "\n")
-    return what
+        f.write(pinned_source(conf) + "\n")
+    return pinned_source(conf)

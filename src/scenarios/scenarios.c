@@ -115,8 +115,6 @@ setup(struct ctx *c, bool validate)
                     -1, 0, &c->scratch);
    mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->buf.buf, NULL,
                      VK_PIPELINE_CREATE_DISPATCH_BASE_BIT, &c->c);
-   mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->args.buf, NULL,
-                     0, &c->args_writer);
 }
 
 static VkCommandBuffer
@@ -349,6 +347,9 @@ static void
 indirect(struct ctx *c, VkCommandBuffer cmd, bool update, bool shader)
 {
    if (shader) {
+      /* Made here, so that the other scenarios bind one buffer only. */
+      mf_compute_create(&c->d, fill_spv, sizeof(fill_spv), 8, c->args.buf, NULL,
+                        0, &c->args_writer);
       /* args[i] = i; the grid at offset 4 is 1 x 2 x 3 workgroups. */
       uint32_t push[2] = {1, 4};
       mf_compute_bind(cmd, &c->args_writer, push, sizeof(push));
@@ -596,7 +597,8 @@ main(int argc, char **argv)
 
    MF_CHECK(vkDeviceWaitIdle(c.d.dev));
    mf_compute_destroy(&c.d, &c.c);
-   mf_compute_destroy(&c.d, &c.args_writer);
+   if (c.args_writer.pipe)
+      mf_compute_destroy(&c.d, &c.args_writer);
    mf_buffer_destroy(&c.d, &c.buf);
    mf_buffer_destroy(&c.d, &c.args);
    mf_buffer_destroy(&c.d, &c.scratch);
