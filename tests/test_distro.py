@@ -265,6 +265,37 @@ class AsahiUapiPin(unittest.TestCase):
         with open(os.path.join(uapi.include_dir(forklib.WORK), ".source")) as f:
             self.assertEqual(f.read().strip(), uapi.pinned_source(self.conf()))
 
+    def test_the_build_reads_the_pinned_header(self):
+        """hk_queue.c, compiled as the build compiles it, reads the pinned
+        package's asahi_drm.h and drm.h, not a host's own copy (which would
+        come first if the pinned headers were searched after the system's)."""
+        import json
+        import shlex
+        with open(os.path.join(forklib.WORK, "build", "mesa", "compile_commands.json")) as f:
+            cmds = json.load(f)
+        (entry,) = [c for c in cmds if c["file"].endswith("asahi/vulkan/hk_queue.c")]
+        args = shlex.split(entry["command"])
+        keep, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+                continue
+            if a in ("-o", "-MF", "-MQ"):
+                skip = True
+                continue
+            if a in ("-c", "-MD"):
+                continue
+            keep.append(a)
+        r = subprocess.run(keep + ["-M"], cwd=entry["directory"], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        first = os.path.realpath(uapi.first_dir(forklib.WORK))
+        deps = r.stdout.replace("\\\n", " ").split()
+        used = [os.path.realpath(os.path.join(entry["directory"], d)) for d in deps
+                if d.endswith(("/asahi_drm.h", "/drm.h")) and "/drm/" in d]
+        self.assertTrue(used, r.stdout[:2000])
+        self.assertTrue(all(u.startswith(first + os.sep) for u in used), used)
+
     def test_an_unpack_of_another_version_is_replaced(self):
         """A header unpacked from another version (an unpinned fetch, or a
         pin since moved) is replaced by the pinned one; the pinned .deb

@@ -279,6 +279,11 @@ class LazyBarrier(unittest.TestCase):
                 streams, _ = capture("chain", count=3, HK_PERFTEST="nobarrier",
                                      HK_MERGE_STREAMS=merge)
                 self.assertEqual(streams, [["L", STOCK] * 3 + ["T"]])
+                # Kept open across barriers, the barriers there are seams:
+                # the stock bits whatever the mask, the mask at the end.
+                streams, _ = capture("chain", count=3, HK_PERFTEST="nobarrier",
+                                     HK_MERGE_STREAMS=merge, HK_CDM_BARRIER_MASK="0xf0")
+                self.assertEqual(streams, [["L", STOCK, "L", STOCK, "L", MASK, "T"]])
 
 
 class MergedStreams(unittest.TestCase):

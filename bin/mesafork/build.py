@@ -55,11 +55,17 @@ def machine_files(fork, env):
 
 
 def uapi_include_options(fork):
-    """<drm/asahi_drm.h> for Honeykrisp, unpacked by deps (uapi.py),
-    searched after the system's headers."""
+    """<drm/asahi_drm.h> for Honeykrisp, unpacked by deps (uapi.py): the
+    pinned package's drm/ headers before the system's, so that a host with
+    its own asahi_drm.h still builds against the pinned one; the rest of
+    the package's headers (newer linux/ ones drm.h may need) after them.
+    With --asahi-uapi DIR, only DIR, after the system's."""
     from . import uapi  # it reaches apt through tool.py
-    inc = "-idirafter" + uapi.include_dir(fork.work)
-    return ["-Dc_args=" + inc, "-Dcpp_args=" + inc]
+    first = uapi.first_dir(fork.work)
+    inc = ["-idirafter" + uapi.include_dir(fork.work)]
+    if os.path.isdir(first) and not uapi.linked(fork.work):
+        inc.insert(0, "-I" + first)
+    return ["-Dc_args=" + " ".join(inc), "-Dcpp_args=" + " ".join(inc)]
 
 
 def meson_options(fork):

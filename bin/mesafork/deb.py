@@ -7,8 +7,9 @@ Two chroots made with debootstrap and cached under .work/chroot/ (a stamp
 in each records what it holds; a changed list redoes the setup):
   <suite>-build  buildd variant, plus ccache and lintian; build
                  dependencies come from `apt-get build-dep` on our .dsc,
-                 <drm/asahi_drm.h> from the pinned linux-libc-dev of
-                 config/fork.ini [asahi_uapi], as for every build;
+                 the kernel headers from <backports>, whose
+                 <drm/asahi_drm.h> must equal the pinned one of
+                 config/fork.ini [asahi_uapi];
   <suite>-base   minbase plus vulkan-tools and the Khronos validation
                  layer, never changed after it is made: each run copies it
                  to <suite>-test and installs the packages just built there.
@@ -154,18 +155,28 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True)
     from . import distro, uapi
-    pinned = uapi.pinned_deb(fork.conf)
-    with step("apt-get update and dist-upgrade; %s, the pinned <drm/asahi_drm.h>" % pinned):
+    with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
+              % conf["backports"]):
         # A cached build chroot is brought up to date, as sbuild-update does.
         chroot.run_in(["apt-get", "update"], quiet=True)
         chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
+        # From the chroot's own suites, as a trixie buildd would take it:
+        # the .buildinfo then names only trixie and trixie-backports.
+        chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
+    with step("<drm/asahi_drm.h> of the chroot is the pinned one (%s)"
+              % uapi.pinned_deb(fork.conf)):
         # The header every other build uses (config/fork.ini [asahi_uapi]),
-        # checked against its sha256; it may be older than what the
-        # chroot's backports suite has installed.
+        # compared by content: the package versions differ.
         deb = uapi.download_pinned(fork.work, fork.conf, distro.os_release().codename)
-        shutil.copy(deb, os.path.join(work_deb, pinned))
-        chroot.apt_install([inside(work_deb, os.path.join(work_deb, pinned))],
-                           "--allow-downgrades")
+        header = fork.conf["asahi_uapi"]["header"]
+        pinned = uapi.header_sha256(deb, header)
+        here = uapi.file_sha256(os.path.join(chroot.root, "usr", "include", header))
+        if here != pinned:
+            die("deb: the build chroot's %s (linux-libc-dev from %s) differs from the one "
+                "in %s, which every other build uses; Honeykrisp would be built against "
+                "another uAPI. Compare the two and move the pin (docs/build-deps.md, "
+                "\"The asahi uAPI header\"), or wait for %s to catch up."
+                % (header, conf["backports"], os.path.basename(deb), conf["backports"]))
     with step("apt-get build-dep %s%s" % (" ".join(cross + [os.path.basename(dsc)]),
                                            " -P " + ",".join(profiles) if profiles else "")):
         chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +

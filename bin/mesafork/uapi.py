@@ -109,7 +109,8 @@ def _apt_options(root, sources):
 def pinned_deb(conf):
     """The file name of the pinned package (Architecture: all)."""
     c = conf["asahi_uapi"]
-    return "%s_%s_all.deb" % (c["package"], c["version"].split(":")[-1])
+    # apt writes an epoch's colon as %3a in file names.
+    return "%s_%s_all.deb" % (c["package"], c["version"].replace(":", "%3a"))
 
 
 def pinned_source(conf):
@@ -126,6 +127,25 @@ def _sha256(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+file_sha256 = _sha256
+
+
+def header_sha256(deb, header):
+    """The sha256 of usr/include/<header> inside a .deb."""
+    import hashlib
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True, check=True)
+    data = subprocess.run(["tar", "-xO", "./usr/include/" + header], input=tar.stdout,
+                          capture_output=True, check=True).stdout
+    return hashlib.sha256(data).hexdigest()
+
+
+def first_dir(work):
+    """The pinned package's drm/ headers alone, searched before the system's
+    (-I): <drm/asahi_drm.h> and the drm.h it includes are the pinned ones
+    even where the system has its own."""
+    return os.path.join(work, "deps", "asahi-uapi", "first")
 
 
 def _apt_root(work, conf, codename):
@@ -176,7 +196,7 @@ def download_pinned(work, conf, codename):
         if newest:
             subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"], newest)],
                            cwd=dl, capture_output=True, text=True)
-            got = os.path.join(dl, "%s_%s_all.deb" % (c["package"], newest.split(":")[-1]))
+            got = os.path.join(dl, "%s_%s_all.deb" % (c["package"], newest.replace(":", "%3a")))
             if os.path.exists(got):
                 hint = (" %s serves %s now: its sha256 is %s. To move to it, set version "
                         "and sha256 in [asahi_uapi] of config/fork.ini to these and run the "
@@ -202,7 +222,7 @@ def fetch(work, conf, codename):
     header = os.path.join(dest, c["header"])
     if linked(work) and os.path.exists(header):
         return "%s in %s (--asahi-uapi)" % (c["header"], linked(work))
-    if os.path.exists(header) and os.path.exists(stamp):
+    if os.path.exists(header) and os.path.exists(stamp) and os.path.isdir(first_dir(work)):
         with open(stamp) as f:
             if f.read().strip() == pinned_source(conf):
                 return pinned_source(conf)
@@ -222,6 +242,9 @@ def fetch(work, conf, codename):
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     shutil.copytree(src, dest)
+    first = first_dir(work)
+    shutil.rmtree(first, ignore_errors=True)
+    shutil.copytree(os.path.join(src, "drm"), os.path.join(first, "drm"))
     with open(stamp, "w") as f:
         f.write(pinned_source(conf) + "\n")
     return pinned_source(conf)

@@ -6,7 +6,8 @@
  * memory type that a transfer buffer may be bound to (its memoryTypeBits;
  * ANV's descriptor-buffer types are not among them), measure upload (the CPU
  * copies into a buffer of that type, with vkFlushMappedMemoryRanges after
- * on a non-coherent type; the GPU then reads it) and readback: the GPU
+ * on a non-coherent type, and the GPU copies it out: both timed, with the
+ * submission's latency) and readback: the GPU
  * copies into a buffer of that type, then the CPU copies it out (with
  * vkInvalidateMappedMemoryRanges first on a non-coherent type, as an
  * application must), median of N runs, against a host memcpy of the same
@@ -209,8 +210,9 @@ probe_type(struct ctx *c, uint32_t type, VkDeviceSize size, unsigned runs,
       memcpy(map, host, size);
       if (!coherent)
          MF_CHECK(vkFlushMappedMemoryRanges(c->d.dev, 1, &range));
-      t[i] = now_s() - t0;
+      /* The GPU's read is where snooping a write-back type costs. */
       gpu_write(c, dst.buf, src.buf, size, 0);
+      t[i] = now_s() - t0;
    }
    double up_gbs = size / median(t, runs) / 1e9;
 
