@@ -7,13 +7,13 @@ package, pinned with its sha256 in config/fork.ini ([asahi_uapi]), as the
 base is. The package is downloaded
 with apt from the machine's own Debian mirror through a private apt state
 under .work/apt (the machine's sources and package lists are not touched,
-nothing is installed) and its drm/ headers are unpacked with dpkg -x into
-.work/deps/asahi-uapi/include, which the build puts on the include path.
-The whole usr/include of the package is kept there and searched *after*
-the system's headers (-idirafter): the machine's own kernel headers win
-wherever they exist, and only what they lack (drm/asahi_drm.h and the
-newer linux/ headers its drm.h includes) comes from the package. Mesa's
-meson then checks that the header has what hk needs.
+nothing is installed) and unpacked with dpkg -x. Its drm/ headers go to
+.work/deps/asahi-uapi/first, which the build searches *before* the
+system's headers (-I), so that <drm/asahi_drm.h> and the drm.h it
+includes are the pinned ones even on a host that has its own; the whole
+usr/include of the package goes to .work/deps/asahi-uapi/include,
+searched *after* them (-idirafter), for the newer linux/ headers drm.h
+may include. Mesa's meson then checks that the header has what hk needs.
 
 install --no-deps takes the same package wherever apt and a Debian mirror
 exist (no root needed). Elsewhere the header comes from a directory the
