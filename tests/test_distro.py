@@ -214,9 +214,10 @@ class DepsOnDebian(unittest.TestCase):
             inc = os.path.join(box.work, "deps", "asahi-uapi", "include")
             os.makedirs(os.path.join(inc, "drm"))
             open(os.path.join(inc, "drm", "asahi_drm.h"), "w").close()
-            # What fetch() writes once it has unpacked the pinned package.
+            # What fetch() leaves once it has unpacked the pinned package.
             with open(os.path.join(inc, ".source"), "w") as f:
                 f.write(uapi.pinned_source(config.load(forklib.TOP)) + "\n")
+            os.makedirs(os.path.join(uapi.first_dir(box.work), "drm"))
             r = run([forklib.CLI, "deps"], env=box.env())
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             written = box.apt_files().get(os.path.join("sources.list.d", "mesa-fork.sources"))
