@@ -249,6 +249,16 @@ class AsahiUapiPin(unittest.TestCase):
             self.skipTest("%s not downloaded: run bin/mesa-fork deps" % deb)
         return deb
 
+    def fetch_with(self, work, **override):
+        """uapi.fetch() into work with [asahi_uapi] keys overridden, in a
+        process of its own (it exits through die())."""
+        code = ("import sys; sys.path.insert(0, %r)\n"
+                "from mesafork import config, uapi\n"
+                "c = config.load(%r); c['asahi_uapi'].update(%r)\n"
+                "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
+                                                      forklib.TOP, override, work))
+        return run([sys.executable, "-c", code], timeout=300)
+
     def work_with(self, tmp, deb, stamp):
         work = os.path.join(tmp, "work")
         dl = os.path.join(work, "apt", self.conf()["asahi_uapi"]["suite"], "download")
@@ -318,12 +328,7 @@ class AsahiUapiPin(unittest.TestCase):
         deb = self.pinned_deb()
         with tempfile.TemporaryDirectory() as tmp:
             work, inc = self.work_with(tmp, deb, "old")
-            code = ("import sys; sys.path.insert(0, %r)\n"
-                    "from mesafork import config, uapi\n"
-                    "c = config.load(%r); c['asahi_uapi']['sha256'] = '0' * 64\n"
-                    "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
-                                                          forklib.TOP, work))
-            r = run([sys.executable, "-c", code], timeout=300)
+            r = self.fetch_with(work, sha256="0" * 64)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("but config/fork.ini pins 000000", r.stderr)
             self.assertNotIn("Traceback", r.stderr)
@@ -341,12 +346,7 @@ class AsahiUapiPin(unittest.TestCase):
             suite = self.conf()["asahi_uapi"]["suite"]
             shutil.copytree(os.path.join(forklib.WORK, "apt", suite, "lists"),
                             os.path.join(work, "apt", suite, "lists"))
-            code = ("import sys; sys.path.insert(0, %r)\n"
-                    "from mesafork import config, uapi\n"
-                    "c = config.load(%r); c['asahi_uapi']['version'] = '6.16.1-1'\n"
-                    "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
-                                                          forklib.TOP, work))
-            r = run([sys.executable, "-c", code], timeout=300)
+            r = self.fetch_with(work, version="6.16.1-1")
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertIn("no longer serves linux-libc-dev 6.16.1-1", r.stderr)
             self.assertRegex(r.stderr, r"serves \S+ now: its sha256 is [0-9a-f]{64}")

@@ -121,12 +121,8 @@ def pinned_source(conf):
 
 
 def _sha256(path):
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from .sources import sha256  # sources imports apt, which reaches this module
+    return sha256(path)
 
 
 file_sha256 = _sha256
