@@ -160,8 +160,8 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         # A cached build chroot is brought up to date, as sbuild-update does.
         chroot.run_in(["apt-get", "update"], quiet=True)
         chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
-        # From the chroot's own suites, as a trixie buildd would take it:
-        # the .buildinfo then names only trixie and trixie-backports.
+        # From the chroot's own suites, as a trixie machine with backports
+        # enabled takes it; nothing from sid in the build's dependencies.
         chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
     with step("<drm/asahi_drm.h> of the chroot is the pinned one (%s)"
               % uapi.pinned_deb(fork.conf)):
@@ -170,13 +170,16 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         deb = uapi.download_pinned(fork.work, fork.conf, distro.os_release().codename)
         header = fork.conf["asahi_uapi"]["header"]
         pinned = uapi.header_sha256(deb, header)
-        here = uapi.file_sha256(os.path.join(chroot.root, "usr", "include", header))
-        if here != pinned:
+        path = os.path.join(chroot.root, "usr", "include", header)
+        if not os.path.exists(path):
+            die("deb: linux-libc-dev from %s ships no %s: Honeykrisp needs Linux 6.16's "
+                "uAPI" % (conf["backports"], header))
+        if uapi.file_sha256(path) != pinned:
             die("deb: the build chroot's %s (linux-libc-dev from %s) differs from the one "
                 "in %s, which every other build uses; Honeykrisp would be built against "
-                "another uAPI. Compare the two and move the pin (docs/build-deps.md, "
-                "\"The asahi uAPI header\"), or wait for %s to catch up."
-                % (header, conf["backports"], os.path.basename(deb), conf["backports"]))
+                "another uAPI. Compare the two, then move the pin to a version with the "
+                "same header (docs/build-deps.md, \"The asahi uAPI header\")."
+                % (header, conf["backports"], os.path.basename(deb)))
     with step("apt-get build-dep %s%s" % (" ".join(cross + [os.path.basename(dsc)]),
                                            " -P " + ",".join(profiles) if profiles else "")):
         chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +

@@ -9,8 +9,9 @@ with apt from the machine's own Debian mirror through a private apt state
 under .work/apt (the machine's sources and package lists are not touched,
 nothing is installed) and unpacked with dpkg -x. Its drm/ headers go to
 .work/deps/asahi-uapi/first, which the build searches *before* the
-system's headers (-I), so that <drm/asahi_drm.h> and the drm.h it
-includes are the pinned ones even on a host that has its own; the whole
+system's headers (-I), so that <drm/asahi_drm.h> is the pinned one even on
+a host that has its own (its drm.h may still be libdrm's, included first
+under the same guard: the drm core uAPI it holds is stable); the whole
 usr/include of the package goes to .work/deps/asahi-uapi/include,
 searched *after* them (-idirafter), for the newer linux/ headers drm.h
 may include. Mesa's meson then checks that the header has what hk needs.
@@ -69,7 +70,8 @@ def use_local(fork, src=None):
         return "%s in %s (linked as %s)" % (c["header"], src, tool.rel(dest))
     if linked(fork.work) and os.path.exists(os.path.join(dest, c["header"])):
         return "%s in %s (given before)" % (c["header"], linked(fork.work))
-    if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp):
+    if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp) and \
+            os.path.isdir(first_dir(fork.work)):
         with open(stamp) as f:
             if f.read().strip() == pinned_source(fork.conf):
                 return pinned_source(fork.conf) + " (unpacked before)"
@@ -81,6 +83,8 @@ def use_local(fork, src=None):
         return fetch(fork.work, fork.conf, osr.codename)
     system = os.path.join(SYSTEM_INCLUDE, c["header"])
     if os.path.exists(system):
+        # Nothing pinned may stay in front of the system's header.
+        shutil.rmtree(first_dir(fork.work), ignore_errors=True)
         print("install: warning: no apt here, so <%s> is the system's (%s), not the "
               "pinned %s; the shim refuses payloads a different uAPI would make"
               % (c["header"], system, pinned_deb(fork.conf)))
@@ -139,8 +143,8 @@ def header_sha256(deb, header):
 
 def first_dir(work):
     """The pinned package's drm/ headers alone, searched before the system's
-    (-I): <drm/asahi_drm.h> and the drm.h it includes are the pinned ones
-    even where the system has its own."""
+    (-I): <drm/asahi_drm.h> is the pinned one even where the system has its
+    own."""
     return os.path.join(work, "deps", "asahi-uapi", "first")
 
 
