@@ -116,8 +116,9 @@ void mf_image_2d_create(struct mf_device *d, uint32_t width, uint32_t height,
                         struct mf_image *out);
 void mf_image_destroy(struct mf_device *d, struct mf_image *img);
 
-/* Moves the whole image from UNDEFINED to COLOR_ATTACHMENT_OPTIMAL after
- * (src_stage, src_access), with vkCmdPipelineBarrier2.
+/* Moves the whole image from UNDEFINED to COLOR_ATTACHMENT_OPTIMAL (a depth
+ * format's to DEPTH_ATTACHMENT_OPTIMAL) after (src_stage, src_access), with
+ * vkCmdPipelineBarrier2.
  */
 void mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
                             VkPipelineStageFlags2 src_stage,
@@ -125,6 +126,11 @@ void mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
 
 /* A dynamic-rendering pass over the whole image that only clears it. */
 void mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img);
+
+/* The same with a depth attachment of the same size, cleared to 0.5 and
+ * stored as well (depth may be NULL). */
+void mf_clear_pass_with_depth(VkCommandBuffer cmd, const struct mf_image *img,
+                              const struct mf_image *depth);
 
 struct mf_buffer {
    VkBuffer buf;

@@ -378,18 +378,23 @@ mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
                        VkPipelineStageFlags2 src_stage,
                        VkAccessFlags2 src_access)
 {
+   bool depth = mf_format_aspects(img->format) != VK_IMAGE_ASPECT_COLOR_BIT;
    VkImageMemoryBarrier2 ib = {
       .sType = VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER_2,
       .srcStageMask = src_stage,
       .srcAccessMask = src_access,
-      .dstStageMask = VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
-      .dstAccessMask = VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
+      .dstStageMask = depth ? VK_PIPELINE_STAGE_2_EARLY_FRAGMENT_TESTS_BIT |
+                                 VK_PIPELINE_STAGE_2_LATE_FRAGMENT_TESTS_BIT
+                            : VK_PIPELINE_STAGE_2_COLOR_ATTACHMENT_OUTPUT_BIT,
+      .dstAccessMask = depth ? VK_ACCESS_2_DEPTH_STENCIL_ATTACHMENT_WRITE_BIT
+                             : VK_ACCESS_2_COLOR_ATTACHMENT_WRITE_BIT,
       .oldLayout = VK_IMAGE_LAYOUT_UNDEFINED,
-      .newLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+      .newLayout = depth ? VK_IMAGE_LAYOUT_DEPTH_ATTACHMENT_OPTIMAL
+                         : VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
       .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
       .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
       .image = img->image,
-      .subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1},
+      .subresourceRange = {mf_format_aspects(img->format), 0, 1, 0, 1},
    };
    VkDependencyInfo dep = {
       .sType = VK_STRUCTURE_TYPE_DEPENDENCY_INFO,
@@ -400,7 +405,8 @@ mf_to_color_attachment(VkCommandBuffer cmd, const struct mf_image *img,
 }
 
 void
-mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img)
+mf_clear_pass_with_depth(VkCommandBuffer cmd, const struct mf_image *img,
+                         const struct mf_image *depth)
 {
    VkRenderingAttachmentInfo color = {
       .sType = VK_STRUCTURE_TYPE_RENDERING_ATTACHMENT_INFO,
@@ -410,15 +416,28 @@ mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img)
       .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
       .clearValue.color.float32 = {0.25f, 0.5f, 0.75f, 1.0f},
    };
+   VkRenderingAttachmentInfo depth_att = color;
+   if (depth) {
+      depth_att.imageView = depth->view;
+      depth_att.imageLayout = VK_IMAGE_LAYOUT_DEPTH_ATTACHMENT_OPTIMAL;
+      depth_att.clearValue.depthStencil = (VkClearDepthStencilValue){0.5f, 0};
+   }
    VkRenderingInfo ri = {
       .sType = VK_STRUCTURE_TYPE_RENDERING_INFO,
       .renderArea = {{0, 0}, {img->width, img->height}},
       .layerCount = 1,
       .colorAttachmentCount = 1,
       .pColorAttachments = &color,
+      .pDepthAttachment = depth ? &depth_att : NULL,
    };
    vkCmdBeginRendering(cmd, &ri);
    vkCmdEndRendering(cmd);
+}
+
+void
+mf_clear_pass(VkCommandBuffer cmd, const struct mf_image *img)
+{
+   mf_clear_pass_with_depth(cmd, img, NULL);
 }
 
 void
