@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -147,6 +148,52 @@ class HoneykrispUapiProbe(unittest.TestCase):
         self.assertIn("virtio-gpu native contexts are not supported", err)
 
 
+def clean_env(**extra):
+    """This process's environment without the loader's and the shims'
+    variables, with a plain PATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VK_", "ASAHI_", "PAN_", "INTEL_")) and k != "LD_PRELOAD"}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(extra)
+    return env
+
+
+class EnvScripts(unittest.TestCase):
+    """share/mesa-fork/env.sh and env-add.sh, sourced by a POSIX shell."""
+
+    def source(self, script, then, **extra):
+        path = os.path.join(forklib.PREFIX, "share", "mesa-fork", script)
+        r = subprocess.run(["sh", "-c", ". %s && %s" % (path, then)], env=clean_env(**extra),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_env_puts_the_programs_on_path_and_undoes_itself(self):
+        out = self.source("env.sh", 'command -v mesa-fork-vkcheck; echo "D=$VK_DRIVER_FILES"; '
+                          'mesa_fork_off; echo "D=${VK_DRIVER_FILES-unset} '
+                          'I=${VK_ICD_FILENAMES-unset} P=$PATH"; '
+                          'command -v mesa_fork_off || echo gone')
+        lines = out.splitlines()
+        self.assertEqual(lines[0], os.path.join(forklib.PREFIX, "bin", "mesa-fork-vkcheck"))
+        self.assertTrue(lines[1].startswith("D=" + forklib.PREFIX), lines)
+        self.assertEqual(lines[2], "D=unset I=unset P=/usr/local/bin:/usr/bin:/bin")
+        self.assertEqual(lines[3], "gone")
+
+    def test_env_off_restores_what_was_set_before(self):
+        out = self.source("env.sh", 'mesa_fork_off; echo "D=$VK_DRIVER_FILES"',
+                          VK_DRIVER_FILES="/etc/vulkan/icd.d/mine.json")
+        self.assertEqual(out.strip(), "D=/etc/vulkan/icd.d/mine.json")
+
+    def test_env_add_adds_and_leaves_the_driver_search_alone(self):
+        out = self.source("env-add.sh", 'echo "A=$VK_ADD_DRIVER_FILES D=$VK_DRIVER_FILES"; '
+                          'mesa_fork_off; echo "A=${VK_ADD_DRIVER_FILES-unset}"',
+                          VK_DRIVER_FILES="/etc/vulkan/icd.d/mine.json")
+        first, second = out.splitlines()
+        self.assertTrue(first.startswith("A=" + forklib.PREFIX), first)
+        self.assertTrue(first.endswith(" D=/etc/vulkan/icd.d/mine.json"), first)
+        self.assertEqual(second, "A=unset")
+
+
 class RunVerb(unittest.TestCase):
     def test_run_executes_command_on_the_fork(self):
         r = run([forklib.CLI, "run", "--prefix", forklib.PREFIX, "--shim", "panfrost",
@@ -155,6 +202,25 @@ class RunVerb(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("ran-with " + forklib.PREFIX, r.stdout)
         self.assertIn("panvk", r.stdout)
+
+    def test_run_finds_the_prefix_programs_by_name(self):
+        """The probes run as the README writes them: by name."""
+        r = run([forklib.CLI, "run", "--prefix", forklib.PREFIX, "--shim", "panfrost",
+                 "--", "mesa-fork-vkcheck", "--list"], env=clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"driver_kind": "panfrost"', r.stdout)
+
+    def test_run_add_keeps_the_system_drivers_visible(self):
+        """--add: the fork's manifests through VK_ADD_DRIVER_FILES, the
+        system's driver search left alone; the loader (bookworm's 1.3.239)
+        still finds the fork's device."""
+        r = run([forklib.CLI, "run", "--add", "--prefix", forklib.PREFIX, "--shim", "asahi",
+                 "--", "sh", "-c", "echo A=$VK_ADD_DRIVER_FILES D=${VK_DRIVER_FILES-unset}"],
+                env=clean_env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Honeykrisp", r.stdout)
+        self.assertIn("A=" + forklib.PREFIX, r.stdout)
+        self.assertIn("D=unset", r.stdout)
 
     def test_run_refuses_when_no_device_loaded(self):
         """A prefix whose ICDs load nothing: run says it found no device and

@@ -32,19 +32,59 @@ def shim_env_pairs(conf, drv):
     return dict(kv.split("=", 1) for kv in conf["shim"].get(drv, "").split())
 
 
-def fork_env(prefix, conf, shim=None, base=None):
+def fork_env(prefix, conf, shim=None, base=None, add=False):
     """base (default: this process's environment) with the loader pointed at
-    the fork's ICDs in prefix, and with shim, that driver's drm-shim preloaded."""
+    the fork's ICDs in prefix (with add, next to the system's, through
+    VK_ADD_DRIVER_FILES), the prefix's programs first on PATH, and with shim,
+    that driver's drm-shim preloaded."""
     env = dict(base if base is not None else os.environ)
     files = ":".join(icd_json(prefix, d) for d in conf["drivers"])
-    env["VK_DRIVER_FILES"] = files
-    env["VK_ICD_FILENAMES"] = files
+    if add:
+        env["VK_ADD_DRIVER_FILES"] = files
+    else:
+        env["VK_DRIVER_FILES"] = files
+        env["VK_ICD_FILENAMES"] = files
+    env["PATH"] = os.pathsep.join([os.path.join(prefix, "bin")] +
+                                  [p for p in env.get("PATH", "").split(os.pathsep) if p])
     if shim:
         lib = shim_lib(prefix, conf, shim)
         env["LD_PRELOAD"] = (lib + " " + env.get("LD_PRELOAD", "")).strip()
         for k, v in shim_env_pairs(conf, shim).items():
             env.setdefault(k, v)
     return env
+
+
+def env_script(prefix, files, add):
+    """A POSIX sh script to source: the fork's ICDs (only them, or with add
+    next to the system's), the prefix's programs on PATH, and a function
+    mesa_fork_off that puts back what the script changed."""
+    bindir = os.path.join(prefix, "bin")
+    saved = ["PATH"] + (["VK_ADD_DRIVER_FILES"] if add else
+                        ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"])
+    lines = ["# Source this file to run Vulkan applications on mesa-fork's drivers%s,"
+             % (", next to\n# the system's (Vulkan loader 1.3.234 or later)" if add else " only"),
+             "# with its programs on PATH; mesa_fork_off undoes it:",
+             "#   . %s" % os.path.join(prefix, "share", "mesa-fork",
+                                      "env-add.sh" if add else "env.sh"), ""]
+    for var in saved:
+        lines.append('[ -n "${%s+set}" ] && _mesa_fork_old_%s=$%s || unset _mesa_fork_old_%s'
+                     % (var, var, var, var))
+        lines.append('[ -n "${%s+set}" ] && _mesa_fork_set_%s=1 || _mesa_fork_set_%s=' % (
+            var, var, var))
+    if add:
+        lines.append("export VK_ADD_DRIVER_FILES=%s" % files)
+    else:
+        lines.append("export VK_DRIVER_FILES=%s" % files)
+        lines.append("# Vulkan loaders before VK_DRIVER_FILES existed read this one.")
+        lines.append("export VK_ICD_FILENAMES=%s" % files)
+    lines.append("export PATH=%s${PATH:+:$PATH}" % bindir)
+    lines += ["", "mesa_fork_off() {"]
+    for var in saved:
+        lines.append('    if [ -n "$_mesa_fork_set_%s" ]; then export %s="$_mesa_fork_old_%s"; '
+                     'else unset %s; fi' % (var, var, var, var))
+        lines.append("    unset _mesa_fork_old_%s _mesa_fork_set_%s" % (var, var))
+    lines += ["    unset -f mesa_fork_off", "}", ""]
+    return "\n".join(lines)
 
 
 def built_api_version(icd_dir, drv):
@@ -78,8 +118,9 @@ def prefix_arch(prefix):
 
 
 def install_prefix(prefix, build_dir, conf, upstream=False, arch=None):
-    """Drivers, drm-shims, ICD manifests and env.sh into prefix; returns the
-    manifests. upstream: the build's base is Mesa's release tarball."""
+    """Drivers, drm-shims, ICD manifests, env.sh and env-add.sh into prefix;
+    returns the manifests. upstream: the build's base is Mesa's release
+    tarball."""
     libdir = os.path.join(prefix, "lib", "mesa-fork")
     icds = []
     for drv, paths in conf["drivers"].items():
@@ -93,11 +134,9 @@ def install_prefix(prefix, build_dir, conf, upstream=False, arch=None):
         write_if_changed(icd_json(prefix, drv), json.dumps(doc, indent=4) + "\n")
         icds.append(icd_json(prefix, drv))
     files = ":".join(icds)
-    write_if_changed(os.path.join(prefix, "share", "mesa-fork", "env.sh"), (
-        "# Source this file to run Vulkan applications on mesa-fork's drivers.\n"
-        "export VK_DRIVER_FILES=%s\n"
-        "# Vulkan loaders before VK_DRIVER_FILES existed read this one.\n"
-        "export VK_ICD_FILENAMES=%s\n" % (files, files)))
+    share = os.path.join(prefix, "share", "mesa-fork")
+    write_if_changed(os.path.join(share, "env.sh"), env_script(prefix, files, add=False))
+    write_if_changed(os.path.join(share, "env-add.sh"), env_script(prefix, files, add=True))
     write_if_changed(os.path.join(prefix, "share", "mesa-fork", "release"),
                      driver_info_tag(conf, upstream) + "\n")
     if arch:
@@ -278,22 +317,25 @@ def install_arch(fork, prefix, no_demo):
               % rel(prefix))
         print("On an %s machine, build there: bin/mesa-fork install" % fork.arch)
     else:
-        print("Installed. To use the fork's drivers in this shell:")
+        print("Installed. To use the fork's drivers and probes in this shell "
+              "(mesa_fork_off undoes it; env-add.sh keeps the system's drivers too):")
         print("    . %s/share/mesa-fork/env.sh" % prefix)
         print("or for one command:")
         print("    VK_DRIVER_FILES=%s \\" % ":".join(icds))
         print("        vulkaninfo --summary")
         print("(Vulkan loaders older than 1.3.234 read VK_ICD_FILENAMES instead; env.sh "
               "sets both.)")
-        print("    bin/mesa-fork run -- CMD    runs CMD and refuses if the fork did not load.")
+        print("    bin/mesa-fork run [--add] -- CMD    runs CMD (a probe by name, too) and "
+              "refuses if the fork did not load.")
     if no_demo:
         return True
     print()
     return demo_drivers(fork, prefix)
 
 
-def run_command(fork, cmd, prefix=None, shim=None, arch=None):
-    """Run CMD against the fork's ICDs; fail loudly if any other driver loaded."""
+def run_command(fork, cmd, prefix=None, shim=None, arch=None, add=False):
+    """Run CMD against the fork's ICDs; fail loudly if any other driver loaded
+    (with add, next to the system's drivers: fail if none is the fork's)."""
     if arch and prefix:
         die("run: --arch picks the prefix of that architecture's install; --prefix DIR "
             "says which one itself")
@@ -311,14 +353,19 @@ def run_command(fork, cmd, prefix=None, shim=None, arch=None):
     if shim and shim not in fork.drivers:
         die("run: the %s build has no %s driver (it has %s)" % (fork.arch, shim,
                                                                ", ".join(fork.drivers)))
-    env = fork_env(prefix, fork.conf, shim=shim)
+    env = fork_env(prefix, fork.conf, shim=shim, add=add)
     devices, _ = list_devices(prefix, env, fork.exe_wrapper)
     for d in devices:
         print("run: device %-32s driver %-14s %s" % (d["name"], d["driver"], d["info"]))
     if not devices:
         die("run: refusing: the Vulkan loader found no device with the ICDs in %s; "
             "without the GPU, pass --shim DRIVER to use a drm-shim" % rel(prefix))
-    if not all(fork.release in d["info"] for d in devices):
+    ours = [d for d in devices if fork.release in d["info"]]
+    if add and not ours:
+        die("run: refusing: none of the devices above is %s's; check the prefix "
+            "(--add needs a Vulkan loader that reads VK_ADD_DRIVER_FILES, 1.3.234 or "
+            "later)" % fork.release)
+    if not add and len(ours) != len(devices):
         die("run: refusing: the Vulkan loader picked a driver that is not %s "
             "(see above); check VK_DRIVER_FILES and the prefix" % fork.release)
     sys.stdout.flush()
