@@ -194,6 +194,23 @@ class EnvScripts(unittest.TestCase):
         self.assertEqual(second, "A=unset")
 
 
+class RememberedPrefix(unittest.TestCase):
+    def test_later_verbs_use_the_prefix_install_was_given(self):
+        from mesafork import config
+        with tempfile.TemporaryDirectory() as tmp:
+            fork = config.Fork(forklib.TOP, os.path.join(tmp, "work"))
+            chosen = os.path.join(tmp, "opt")
+            fork.remember_prefix(chosen)
+            # Not an installation (yet): the default.
+            self.assertEqual(fork.prefix(None), os.path.abspath(fork.default_prefix))
+            os.makedirs(os.path.join(chosen, "share", "vulkan", "icd.d"))
+            self.assertEqual(fork.prefix(None), chosen)
+            self.assertEqual(fork.prefix("/elsewhere"), "/elsewhere")
+            # Installing into the default again forgets the choice.
+            fork.remember_prefix(fork.default_prefix)
+            self.assertEqual(fork.prefix(None), os.path.abspath(fork.default_prefix))
+
+
 class RunVerb(unittest.TestCase):
     def test_run_executes_command_on_the_fork(self):
         r = run([forklib.CLI, "run", "--prefix", forklib.PREFIX, "--shim", "panfrost",

@@ -142,9 +142,36 @@ class Fork:
             return []
         return [self.conf[arch_section(self.arch)]["qemu"], "-L", self.sysroot]
 
+    @property
+    def chosen_prefix_file(self):
+        """Where install records a --prefix it was given, for later verbs."""
+        return os.path.join(self.work, "prefix-chosen-" + self.arch)
+
     def prefix(self, arg):
-        """The install prefix a --prefix argument names (None: the default)."""
-        return os.path.abspath(arg or self.default_prefix)
+        """The install prefix a --prefix argument names; without one, the
+        prefix the last install --prefix chose, while it still holds an
+        installation, else the default."""
+        if arg:
+            return os.path.abspath(arg)
+        try:
+            with open(self.chosen_prefix_file) as f:
+                chosen = f.read().strip()
+        except OSError:
+            chosen = ""
+        if chosen and os.path.isdir(os.path.join(chosen, "share", "vulkan", "icd.d")):
+            return chosen
+        return os.path.abspath(self.default_prefix)
+
+    def remember_prefix(self, prefix):
+        """Later verbs without --prefix use prefix (the default: forget)."""
+        path = self.chosen_prefix_file
+        if os.path.abspath(prefix) == os.path.abspath(self.default_prefix):
+            if os.path.exists(path):
+                os.unlink(path)
+            return
+        os.makedirs(self.work, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(os.path.abspath(prefix) + "\n")
 
     @property
     def release(self):

@@ -290,7 +290,10 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
             build.build(f)
     failed = []
     for f in forks:
-        if not install_arch(f, f.prefix(prefix), no_demo):
+        chosen = f.prefix(prefix)
+        if prefix:
+            f.remember_prefix(chosen)
+        if not install_arch(f, chosen, no_demo):
             failed.append(f.arch)
     if failed:
         die("install: a fork driver did not come up, on hardware or on its drm-shim (%s)"
