@@ -6,8 +6,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 import unittest
 
 import forklib
@@ -192,6 +195,37 @@ class EnvScripts(unittest.TestCase):
         self.assertTrue(first.startswith("A=" + forklib.PREFIX), first)
         self.assertTrue(first.endswith(" D=/etc/vulkan/icd.d/mine.json"), first)
         self.assertEqual(second, "A=unset")
+
+
+class NoTracebacks(unittest.TestCase):
+    """What goes wrong around a verb ends in one line saying what to do."""
+
+    def test_a_missing_program_is_named(self):
+        """export without git on PATH (only the Python running the CLI)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            os.symlink(sys.executable, os.path.join(tmp, "python3"))
+            r = run([forklib.CLI, "export", "--output", os.path.join(tmp, "out")],
+                    env=dict(os.environ, PATH=tmp))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("export: git is not installed", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
+    def test_ctrl_c_says_the_verb_was_interrupted(self):
+        """SIGINT while `test` runs Mesa's unit suites (its first seconds)."""
+        p = subprocess.Popen([forklib.CLI, "test", "-k", "NoSuchTest"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(6)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130, out[-2000:] + err[-2000:])
+        self.assertIn("test: interrupted", err)
+        self.assertNotIn("Traceback", err + out)
+
+    def test_a_report_into_a_missing_directory_stops_first(self):
+        r = run([forklib.CLI, "report", "--dry", "--output", "/nonexistent/dir/r.md"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("report: --output /nonexistent/dir/r.md: no directory", r.stderr)
+        self.assertNotIn("==>", r.stdout)
 
 
 class RememberedPrefix(unittest.TestCase):

@@ -150,8 +150,10 @@ def list_devices(prefix, env, wrapper=()):
     exe = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
     if not os.path.exists(exe):
         die("%s is not installed; run 'bin/mesa-fork install'" % exe)
+    # A hung device must not hang the verb: the caller's main() turns the
+    # timeout into one line.
     r = subprocess.run(list(wrapper) + [exe, "--list"], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+                       stderr=subprocess.PIPE, text=True, errors="replace", timeout=300)
     devs = []
     for line in r.stdout.splitlines():
         with contextlib.suppress(ValueError):
@@ -171,7 +173,8 @@ def vulkaninfo_device_lines(env, vulkaninfo=None, command=("vulkaninfo",)):
     if vulkaninfo is None:
         def vulkaninfo(args):
             return subprocess.run(list(command) + args, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True).stdout
+                                  stderr=subprocess.DEVNULL, text=True, errors="replace",
+                                  timeout=300).stdout
     fields = {}
     for line in vulkaninfo(["--summary"]).split("Devices:", 1)[-1].splitlines():
         m = re.match(r"\s*(\w+)\s*=\s*(.*)", line)

@@ -30,7 +30,7 @@ def run(cmd, cwd=None, env=None, quiet=False):
     """Run a command; with quiet, show its output only when it fails."""
     if quiet:
         r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+                           stderr=subprocess.STDOUT, text=True, errors="replace")
         if r.returncode != 0:
             sys.stdout.write(r.stdout[-20000:])
     else:
@@ -42,7 +42,7 @@ def run(cmd, cwd=None, env=None, quiet=False):
 def capture(cmd, cwd=None, env=None):
     """Run a command and return it with stdout and stderr as one text."""
     return subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, errors="replace")
 
 
 def rel(path):

@@ -141,6 +141,9 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         die("report: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
     if model and not os.path.isfile(model):
         die("report: --model %s: no such file" % model)
+    if output and not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        die("report: --output %s: no directory %s; create it first"
+            % (output, os.path.dirname(os.path.abspath(output))))
     # Real devices first: only those whose driverInfo names the fork. A
     # machine without any runs on the shims, labelled, and says why.
     tag = fork_release(fork.conf)
