@@ -221,6 +221,13 @@ class NoTracebacks(unittest.TestCase):
         self.assertIn("test: interrupted", err)
         self.assertNotIn("Traceback", err + out)
 
+    def test_bad_token_counts_are_refused_before_anything_runs(self):
+        for bad in (["24", "8"], ["0", "8"], ["8", "8"], ["8", "5000"]):
+            r = run([forklib.CLI, "bench", "hk", "--tokens"] + bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn("bench: --tokens A B: two decode lengths", r.stderr)
+            self.assertNotIn("==>", r.stdout)
+
     def test_a_report_into_a_missing_directory_stops_first(self):
         r = run([forklib.CLI, "report", "--dry", "--output", "/nonexistent/dir/r.md"])
         self.assertEqual(r.returncode, 1)

@@ -53,6 +53,9 @@ def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, a
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     from . import bench as measurements
     from .install import parse_arches
+    if not 0 < tokens[0] < tokens[1] <= 4096:
+        die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
+            "counts are the difference of the two runs), not %d %d" % tuple(tokens))
     # This machine's build always runs: it is the reference the other
     # architectures' figures are printed next to.
     arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
