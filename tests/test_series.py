@@ -191,6 +191,34 @@ class Bisect(unittest.TestCase):
             self.assertIn("bisect: fake: break meson.build fails to configure", r.stderr)
 
 
+class ExportKeepsPatches(unittest.TestCase):
+    def test_a_branch_behind_patches_is_refused_until_drop(self):
+        """patches/ holds a patch the branch lacks (the branch is behind a
+        pull): export refuses to delete it and says what to do; --drop
+        deletes it on purpose."""
+        with tempfile.TemporaryDirectory() as tmp:
+            cli = fake_repo(tmp)
+            work = os.path.join(tmp, "work")
+            fake_mesa_tree(os.path.join(work, "mesa"), ("fake: kept", None))
+            patches = os.path.join(tmp, "repo", "patches")
+            os.makedirs(patches)
+            env = dict(os.environ, MESA_FORK_WORK=work)
+            r = run([cli, "export"], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(patches, "0002-fake-pulled.patch"), "w") as f:
+                f.write("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+                        "Subject: [PATCH] fake: pulled from\n elsewhere\n\nbody\n")
+            r = run([cli, "export"], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("holds 1 patch(es) the branch mesa-fork lacks "
+                          "(0002-fake-pulled.patch)", r.stderr)
+            self.assertIn("export --drop", r.stderr)
+            self.assertTrue(os.path.exists(os.path.join(patches, "0002-fake-pulled.patch")))
+            r = run([cli, "export", "--drop"], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(sorted(os.listdir(patches)), ["0001-fake-kept.patch"])
+
+
 class Fetch(unittest.TestCase):
     def _work_with_cache(self, tmp):
         cache = os.path.join(tmp, "cache")

@@ -218,8 +218,18 @@ def prepare(fork, force=False):
             for p in patches:
                 if not git(fork, "am", "-q", "--keep-cr", "--committer-date-is-author-date", p,
                            check=False, capture=False, env=env):
-                    die("git am failed on %s; fix the tree in %s and run export" %
-                        (os.path.basename(p), rel(fork.tree)))
+                    rest = patches[patches.index(p) + 1:]
+                    die("git am stopped on %s; %s is left in the middle of it. To fix the "
+                        "patch: resolve the files, 'git -C %s add -A && git -C %s am "
+                        "--continue'%s, then 'bin/mesa-fork export'. To start over: "
+                        "'git -C %s am --abort' and 'bin/mesa-fork prepare --force'."
+                        % (os.path.basename(p), rel(fork.tree), rel(fork.tree),
+                           rel(fork.tree),
+                           ", then apply the %d after it: 'git -C %s am $(ls %s/*.patch "
+                           "| tail -n %d)'" % (len(rest), rel(fork.tree),
+                                               os.path.abspath(fork.patches), len(rest))
+                           if rest else "",
+                           rel(fork.tree)))
     with open(prepared_stamp(fork), "w") as f:
         f.write(series_hash(fork.patches) + "\n")
     print("prepare: branch %s in %s = base + %d patches" % (BRANCH, rel(fork.tree), len(patches)))
@@ -243,7 +253,16 @@ def export_series(fork, dest):
     return len(revs)
 
 
-def export(fork, check=False, output=None):
+def patch_subject(path):
+    """The subject of a git mail, unfolded, without its [PATCH] prefix."""
+    import email
+    with open(path, errors="replace") as f:
+        msg = email.message_from_file(f)
+    subject = " ".join((msg["Subject"] or "").split())
+    return re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
+
+
+def export(fork, check=False, output=None, drop=False):
     """Regenerate patches/ from the patch-queue branch (--check: fail if they differ)."""
     if not tree_is_prepared(fork):
         die("export: no patch-queue tree; run 'bin/mesa-fork prepare' first")
@@ -259,6 +278,20 @@ def export(fork, check=False, output=None):
         print("export --check: patches/ matches branch %s (%d patches)" % (BRANCH, n))
         return
     dest = os.path.abspath(output) if output else fork.patches
+    if not output and not drop:
+        # A branch behind patches/ (made before a pull, or by hand) would
+        # delete the patches it lacks.
+        on_branch = {git(fork, "log", "-1", "--format=%s", rev).strip()
+                     for rev in series_revs(fork)}
+        lost = [os.path.basename(p) for p in patch_files(dest)
+                if patch_subject(p) not in on_branch]
+        if lost:
+            die("export: patches/ holds %d patch(es) the branch %s lacks (%s); exporting "
+                "would delete them. If patches/ is newer (a pull), rebuild the branch: "
+                "'bin/mesa-fork prepare --force' (after exporting your own work to "
+                "another directory with 'export --output DIR'). If you dropped or reworded "
+                "them on purpose, run 'bin/mesa-fork export --drop'."
+                % (len(lost), BRANCH, ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")))
     with step("format-patch %s..%s into %s" % (BASE_TAG, BRANCH, rel(dest))):
         n = export_series(fork, dest)
     print("export: %d patches in %s" % (n, rel(dest)))
