@@ -212,8 +212,11 @@ class NoTracebacks(unittest.TestCase):
 
     def test_ctrl_c_says_the_verb_was_interrupted(self):
         """SIGINT while `test` runs Mesa's unit suites (its first seconds)."""
+        # A background job (CI's) inherits SIGINT ignored; a user's Ctrl-C
+        # reaches a foreground one: give the CLI the default disposition.
         p = subprocess.Popen([forklib.CLI, "test", "-k", "NoSuchTest"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(6)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
