@@ -75,6 +75,30 @@ class Target:
 HOST = Target()
 
 
+def checks_env(**extra):
+    """Environment that runs a client on the assertion build of panvk and
+    its drm-shim (.work/build/mesa-checks, which `mesa-fork test` makes:
+    config/fork.ini [meson] checks_options), not on the installed,
+    optimised one."""
+    conf = HOST.conf
+    drv = conf["meson"]["checks_driver"]
+    lib, shim = [os.path.join(build.checks_build(HOST.fork), p)
+                 for p in conf["drivers"][drv].split()]
+    for f in (lib, shim):
+        if not os.path.exists(f):
+            raise AssertionError("no %s: 'bin/mesa-fork test' builds it first" % f)
+    env = HOST.shim_env(drv, **extra)
+    tmp = os.path.join(WORK, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    icd = os.path.join(tmp, "checks_%s_icd.json" % drv)
+    with open(icd, "w") as f:
+        f.write('{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", '
+                '"api_version": "1.3.0"}}\n' % lib)
+    env["VK_DRIVER_FILES"] = env["VK_ICD_FILENAMES"] = icd
+    env["LD_PRELOAD"] = shim
+    return env
+
+
 def tested_arches():
     """The architectures under test: what tests/run.py was asked for, else
     this machine's."""

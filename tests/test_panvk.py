@@ -11,6 +11,7 @@ import unittest
 
 import forklib
 from forklib import HOST
+from mesafork import build
 
 MiB = 1 << 20
 
@@ -38,9 +39,13 @@ def summary_of(stdout):
     return [l for l in lines if l.get("summary")]
 
 
-def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, target=HOST, **logs):
+def _run(kind, cmdbufs, validate, valgrind, expect_messages, opts, target=HOST, checks=False,
+         **logs):
+    """checks: on the assertion build of panvk (forklib.checks_env), not the
+    installed one."""
     args, env_knobs = inflight_args(kind, cmdbufs, opts)
-    env = target.shim_env("panfrost", **logs, **env_knobs)
+    env = forklib.checks_env(**logs, **env_knobs) if checks else \
+        target.shim_env("panfrost", **logs, **env_knobs)
     cmd = [target.bin_path("mesa-fork-inflight")] + args
     if validate:
         cmd.insert(1, "--validate")
@@ -322,12 +327,14 @@ class WLSReuse(unittest.TestCase):
         self.assertGreater(peak, 2 << 30)
 
 
-def threads(args, valgrind_tool=None, validate=True, **knobs):
-    """Runs mesa-fork-threads with the panthor shim's VM log; returns (its
-    summary, the VM log's operations, the completed process)."""
+def threads(args, valgrind_tool=None, validate=True, checks=False, **knobs):
+    """Runs mesa-fork-threads with the panthor shim's VM log (with checks, on
+    the assertion build of panvk); returns (its summary, the VM log's
+    operations, the completed process)."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = HOST.shim_env("panfrost", PAN_SHIM_VM_LOG=log, **knobs)
+        env = (forklib.checks_env if checks else
+               lambda **kw: HOST.shim_env("panfrost", **kw))(PAN_SHIM_VM_LOG=log, **knobs)
         cmd = [HOST.bin_path("mesa-fork-threads")] + (["--validate"] if validate else []) + args
         if valgrind_tool:
             cmd = ["valgrind", "--tool=" + valgrind_tool, "--error-exitcode=99",
@@ -374,11 +381,12 @@ class Threads(unittest.TestCase):
     def test_no_data_race_under_helgrind(self):
         """The same work under helgrind: no report, except those
         tests/helgrind.supp names (none in panvk's scratch code). Without
-        the validation layer, whose own locking helgrind reports. Mesa is
-        built with valgrind's headers, so that its futex-based simple_mtx
-        tells helgrind about its locks (assertion builds only)."""
+        the validation layer, whose own locking helgrind reports. On the
+        assertion build of panvk: Mesa's futex-based simple_mtx tells
+        helgrind about its locks only there (and only with valgrind's
+        headers, which the build has)."""
         s, _, r = threads(["--threads", "3", "--rounds", "3", "--tls-kib", "1"],
-                          valgrind_tool="helgrind", validate=False)
+                          valgrind_tool="helgrind", validate=False, checks=True)
         self.assertEqual(s["ok"], 9)
         self.assertIn("ERROR SUMMARY: 0 errors from 0 contexts", r.stderr)
 
@@ -426,22 +434,29 @@ class CommandStreamChecks(unittest.TestCase):
     asynchronous load has not finished writing (a cs_wait_slot on the
     load/store scoreboard entry must come between). The shim's capture
     runs loads at once and cannot see a missing wait; these checks can.
-    They are assertions, so they need the assertion build."""
+    They are assertions: these tests run on the assertion build of panvk
+    that `mesa-fork test` makes (.work/build/mesa-checks), not on the
+    installed, optimised one."""
 
-    def test_the_installed_driver_has_the_checks(self):
-        """The check's message is in the installed panvk only when its
-        assertions are compiled in (NDEBUG removes them)."""
-        lib = os.path.join(HOST.prefix, "lib", "mesa-fork", "libvulkan_panfrost.so")
+    def test_the_checks_are_in_the_assertion_build_only(self):
+        """The check's message is in the assertion build's panvk, and not in
+        the installed one (NDEBUG removes it: what users run)."""
+        conf = HOST.conf
+        lib = os.path.join(build.checks_build(HOST.fork),
+                           conf["drivers"]["panfrost"].split()[0])
+        installed = os.path.join(HOST.prefix, "lib", "mesa-fork", "libvulkan_panfrost.so")
+        msg = b"register used as a source before flushing loads"
         with open(lib, "rb") as f:
-            self.assertIn(b"register used as a source before flushing loads", f.read(),
-                          "%s has no command stream checks: an NDEBUG build" % lib)
+            self.assertIn(msg, f.read(), "%s has no command stream checks" % lib)
+        with open(installed, "rb") as f:
+            self.assertNotIn(msg, f.read(), "%s is an assertion build" % installed)
 
     def test_loads_are_waited_on_before_their_registers_are_used(self):
         for kind, opts in (("tls", {}), ("tls", dict(dispatches=3, tls_mixed=True, tls_kib=1)),
                            ("tls", dict(tls_grow=True, tls_kib=1)), ("wls", dict(dispatches=3)),
                            ("wls", dict(dispatches=3, barrier=True))):
             s, r = _run(kind, 3 if opts.get("tls_grow") else 1, True, False, False,
-                        dict(opts, submit=True, PANVK_DEBUG="cs"))
+                        dict(opts, submit=True, PANVK_DEBUG="cs"), checks=True)
             self.assertEqual(s["other"], 0, (kind, opts))
             self.assertNotIn("before flushing loads", r.stderr)
 

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 from . import distro
-from .proc import die, run, step
+from .proc import die, rel, run, step
 
 MESON_MIN = (1, 1)
 
@@ -70,6 +70,51 @@ def debian_mirror(codename):
             return uri, signed
     die("no apt entry for suite '%s' found in %s; cannot derive the mirror"
         % (codename, apt_etc()))
+
+
+def private_state(work, suite, codename, arch=None):
+    """A private apt state for one suite (and with arch, that architecture)
+    under .work/apt, from the mirror this machine uses, updated now: the
+    machine's own sources and package lists are neither read nor touched
+    and nothing is installed, so it needs no root. Returns its directory
+    and the apt options that select it."""
+    root = os.path.join(work, "apt", suite + ("-" + arch if arch else ""))
+    for d in ("lists/partial", "cache/archives/partial", "download"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    uri, signed = debian_mirror(codename)
+    keyring = signed or "/usr/share/keyrings/debian-archive-keyring.gpg"
+    sources = os.path.join(root, "sources.list")
+    with open(sources, "w") as f:
+        f.write("deb [signed-by=%s] %s %s main\n" % (keyring, uri, suite))
+    opts = ["-o", "Dir::Etc::SourceList=" + sources,
+            "-o", "Dir::Etc::SourceParts=/nonexistent",
+            "-o", "Dir::State::Lists=" + os.path.join(root, "lists"),
+            "-o", "Dir::Cache=" + os.path.join(root, "cache"),
+            # Snapshot mirrors serve an expired Release file for sid.
+            "-o", "Acquire::Check-Valid-Until=false",
+            "-o", "Acquire::Languages=none",
+            "-o", "APT::Sandbox::User=root"]
+    if arch:
+        opts += ["-o", "APT::Architecture=" + arch, "-o", "APT::Architectures=" + arch]
+    with step("apt-get update (private state for %s%s, in %s)" % (
+            suite, " " + arch if arch else "", rel(root))):
+        run(["apt-get"] + opts + ["update"], quiet=True)
+    return root, opts
+
+
+def index_fields(opts, package):
+    """The fields of the newest version of package in a private state's
+    index (apt-cache show), or {} when it serves none."""
+    r = subprocess.run(["apt-cache"] + opts + ["show", "--no-all-versions", package],
+                       capture_output=True, text=True)
+    fields = {}
+    for line in r.stdout.splitlines():
+        if not line.strip():
+            break
+        if ":" in line and not line.startswith(" "):
+            k, v = line.split(":", 1)
+            fields[k] = v.strip()
+    return fields
 
 
 def ensure_apt_sources(source_suite, codename):

@@ -10,17 +10,21 @@ import shutil
 import subprocess
 import tempfile
 
-from . import cross, tool
+from . import tool, upstream
 from .config import multiarch
 from .proc import remove_tree
 
-# Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), for
-# comparison and for the labelled model below. Cited, not measured here.
+# Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), printed for
+# comparison, never combined with the shim's counts into a time. Cited, not
+# measured here; where they come from: docs/changes/hk-lazy-barrier.md,
+# "Why": 547 dispatches and 547 barriers per token, about 366 barriers
+# asked for by the application, about 18 us per barrier, 52.4 -> 63.3
+# tok/s (Q4_0) with barriers at sync points only.
 M2U_LAUNCHES_PER_TOKEN = 547
 M2U_BARRIERS_STOCK = 547
-M2U_BARRIERS_FIXED = 370
-M2U_US_PER_BARRIER = 20.7
-M2U_GBPS = 282.0
+M2U_BARRIERS_ASKED = 366
+M2U_US_PER_BARRIER = 18
+M2U_TOK_S = (52.4, 63.3)
 
 # What the chroot holds. vulkan-validationlayers is sid's Khronos layer, for
 # `bench sync` (synchronization validation of llama.cpp).
@@ -71,6 +75,10 @@ class Chroot:
         with open(stamp, "w") as f:
             f.write(want)
 
+    def package_version(self, package):
+        """The installed version of one of the chroot's packages, or None."""
+        return upstream.dpkg_status_version(self.root, package)
+
     @contextlib.contextmanager
     def mounted(self):
         inside = os.path.join(self.root, self.work.lstrip("/"))
@@ -95,61 +103,10 @@ class Chroot:
         tool.run(full, quiet=quiet)
 
 
-# What a root for another architecture holds: llama.cpp, its Vulkan backend
-# and the libraries the fork's drivers link.
-QEMU_PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan", "libdrm2",
-                 "libexpat1", "libzstd1", "libvulkan1"]
-
-
-class QemuRoot:
-    """sid's llama.cpp for another architecture (a cross build's), unpacked by
-    mmdebstrap into .work/chroot/sid-ARCH (nothing executes while it is made)
-    and run under qemu-user with that root as its library prefix: no
-    chroot, no binfmt. Paths outside the root (the fork's prefix, the models)
-    are the host's own. Same interface as Chroot."""
-
-    def __init__(self, fork):
-        self.fork = fork
-        self.work = fork.work
-        self.arch = fork.arch
-        self.root = os.path.join(fork.work, "chroot", "sid-" + fork.arch)
-
-    def libexec(self, rel_path):
-        return os.path.join("/usr/libexec", multiarch(self.arch), rel_path)
-
-    def ensure(self):
-        cross.require_host_tools(self.fork, guest=False)
-        # A snapshot mirror serves an expired sid Release file; accept it.
-        cross.extract_root(self.fork, "sid", QEMU_PACKAGES, self.root,
-                           "root with llama.cpp",
-                           apt_options=['Acquire::Check-Valid-Until "false"'])
-
-    @contextlib.contextmanager
-    def mounted(self):
-        yield self
-
-    def command(self, cmd):
-        """cmd under qemu-user with this root as its library prefix: a bare
-        name is the root's /usr/bin program, an absolute path the root's
-        file if it has one (else the host's: the fork's prefix)."""
-        exe = cmd[0] if cmd[0].startswith("/") else "/usr/bin/" + cmd[0]
-        inside = os.path.join(self.root, exe.lstrip("/"))
-        return [self.fork.conf["arch.%s" % self.arch]["qemu"], "-L", self.root,
-                inside if os.path.exists(inside) else exe] + list(cmd[1:])
-
-    def run_in(self, cmd, env=None, quiet=False, capture=False):
-        full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
-        full_env.update(env or {})
-        if capture:
-            return subprocess.run(self.command(cmd), env=full_env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        tool.run(self.command(cmd), env=full_env, quiet=quiet)
-
-
 def llama_root(fork):
     """Where llama.cpp runs for fork.arch: the sid chroot natively, a
     qemu-user root for a cross build."""
-    return QemuRoot(fork) if fork.cross else Chroot(fork.work, tool.os_codename())
+    return upstream.SidRoot(fork) if fork.cross else Chroot(fork.work, tool.os_codename())
 
 
 def chroot_shim_env(prefix, conf, driver, **extra):
@@ -162,14 +119,14 @@ def chroot_shim_env(prefix, conf, driver, **extra):
     return env
 
 
-def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
-    """Decodes `tokens` tokens with llama-bench on the asahi shim and returns
-    the totals seen by the shim's capture."""
-    with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
+def llama_counts(runner, shim_env, model, tokens):
+    """Decodes `tokens` tokens with llama-bench in runner (a chroot or a sid
+    root) on the asahi shim and returns the totals seen by the shim's
+    capture. shim_env(capture_path) is the environment of the run."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(runner.work, "tmp")) as tmp:
         log = os.path.join(tmp, "cap.jsonl")
-        env = chroot_shim_env(prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log, **extra_env)
-        r = chroot.run_in(["llama-bench", "-m", model, "-p", "0", "-n", str(tokens), "-r", "1",
-                           "-o", "json"], env=env, capture=True)
+        r = runner.run_in(["llama-bench", "-m", model, "-p", "0", "-n", str(tokens), "-r", "1",
+                           "-o", "json"], env=shim_env(log), capture=True)
         if r.returncode != 0:
             tool.die("llama-bench failed:\n" + r.stderr[-3000:])
         bench = json.loads(r.stdout)
@@ -194,6 +151,20 @@ def llama_counts(chroot, prefix, conf, model, tokens, extra_env):
         "tokens_per_s_shim": bench[0].get("avg_ts") if bench else None,
         "model_bytes": bench[0].get("model_size") if bench else None,
     }
+
+
+def per_token(runner, shim_env, model, tokens):
+    """Per-token figures: the difference of a tokens[1]- and a
+    tokens[0]-token decode, divided by the difference in tokens."""
+    a = llama_counts(runner, shim_env, model, tokens[0])
+    b = llama_counts(runner, shim_env, model, tokens[1])
+    per = {k: (b[k] - a[k]) / (tokens[1] - tokens[0])
+           for k in ("submissions", "commands", "compute_commands", "launches", "barriers")}
+    per["unterminated"] = a["unterminated"] + b["unterminated"]
+    per["streams_without_final_barrier"] = (a["streams_without_final_barrier"] +
+                                            b["streams_without_final_barrier"])
+    per["model_bytes"] = a["model_bytes"]
+    return per
 
 
 def callgrind_ir_per_dispatch(prefix, conf, lazy, n=512):
@@ -225,30 +196,43 @@ HK_SETTINGS = (("stock", {"HK_LAZY_BARRIER": "0"}),
                ("fork+batch", {"HK_PERFTEST": "batch"}))
 
 
+def sid_root(fork, chroot):
+    """The root with sid's Mesa for fork.arch: chroot itself when llama.cpp
+    already runs in one (a cross build's), else one made for it."""
+    if isinstance(chroot, upstream.SidRoot):
+        return chroot
+    sid = upstream.SidRoot(fork)
+    sid.ensure()
+    return sid
+
+
 def hk_rows(fork, prefix, tokens):
-    """Per-token counts of each HK_SETTINGS setting: llama.cpp decoding on
-    fork.arch's Honeykrisp over the asahi shim."""
+    """Per-token counts of each HK_SETTINGS setting, and of sid's
+    Honeykrisp ("upstream"): llama.cpp decoding on fork.arch's Honeykrisp
+    over the fork's asahi shim. Returns the rows and what ran them."""
     conf = fork.conf
     chroot = llama_root(fork)
     chroot.ensure()
+    sid = sid_root(fork, chroot)
     os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
     rows = {}
     with chroot.mounted():
         model, _ = ensure_models(chroot, fork.work, q4=False)
+        what = " and ".join(map(str, tokens)) + " tokens"
         for label, env in HK_SETTINGS:
-            with tool.step("%s: llama-bench decode %s, %s" % (
-                    fork.arch, " and ".join(map(str, tokens)) + " tokens", label)):
-                a = llama_counts(chroot, prefix, conf, model, tokens[0], env)
-                b = llama_counts(chroot, prefix, conf, model, tokens[1], env)
-            per = {k: (b[k] - a[k]) / (tokens[1] - tokens[0])
-                   for k in ("submissions", "commands", "compute_commands", "launches",
-                             "barriers")}
-            per["unterminated"] = a["unterminated"] + b["unterminated"]
-            per["streams_without_final_barrier"] = (a["streams_without_final_barrier"] +
-                                                    b["streams_without_final_barrier"])
-            per["model_bytes"] = a["model_bytes"]
-            rows[label] = per
-    return rows
+            with tool.step("%s: llama-bench decode %s, %s" % (fork.arch, what, label)):
+                rows[label] = per_token(
+                    chroot, lambda log, env=env: chroot_shim_env(
+                        prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log, **env), model, tokens)
+    with tool.step("%s: llama-bench decode %s, upstream (%s %s)" % (
+            fork.arch, what, conf["upstream"]["package"], sid.version)):
+        rows["upstream"] = per_token(
+            sid, lambda log: sid.shim_env(prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log),
+            model, tokens)
+    meta = {"upstream": sid.describe(), "upstream_runs": " ".join(sid.command(["llama-bench"])[:3]),
+            "llama": {p: v for p, v in ((p, chroot.package_version(p))
+                                        for p in ("llama.cpp-tools", "libggml0")) if v}}
+    return rows, meta
 
 
 HK_FIGURES = ("submissions", "commands", "compute_commands", "launches", "barriers",
@@ -282,21 +266,22 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     printed side by side with the machine's own."""
     conf = fork.conf
     arches = arches or [fork.arch]
-    rows = hk_rows(fork, prefix, tokens)
-    others = {}
+    rows, meta = hk_rows(fork, prefix, tokens)
+    others, others_meta = {}, {}
     for a in arches:
         if a != fork.arch:
             other = fork.for_arch(a)
-            others[a] = hk_rows(other, other.default_prefix, tokens)
+            others[a], others_meta[a] = hk_rows(other, other.default_prefix, tokens)
     with tool.step("callgrind: driver instructions per recorded dispatch"):
         ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
               "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
 
     s, f = rows["stock"], rows["fork"]
-    labels = [label for label, _ in HK_SETTINGS]
+    labels = [label for label, _ in HK_SETTINGS] + ["upstream"]
+    u = rows["upstream"]
     print()
-    print("llama.cpp (Debian sid %s) decoding a random-weight qwen3 model on Honeykrisp,"
-          % "0.7.0")
+    print("llama.cpp (Debian sid: %s) decoding a random-weight qwen3 model on Honeykrisp,"
+          % ", ".join("%s %s" % kv for kv in sorted(meta["llama"].items())))
     print("asahi drm-shim %s; per token = difference of %d- and %d-token runs."
           % (tool.shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
              tokens[1], tokens[0]))
@@ -304,18 +289,22 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     print("pipeline barrier). fork: the defaults (lazy barriers, merged streams).")
     print("fork+batch: HK_PERFTEST=batch (up to the kernel's limit of commands per")
     print("SUBMIT ioctl; off by default, see docs/changes/hk-uapi.md).")
+    print("upstream: the newest Honeykrisp Debian ships, on the same shim, model and")
+    print("tokens: %s," % meta["upstream"])
+    print("run as %s ... (its own C library and loader)." % meta["upstream_runs"])
     ratio = lambda a, b: a / b if b else 0
     print("%-34s" % "per token" + "".join("%12s" % l for l in labels) +
-          "%11s %11s" % ("fork/stock", "batch/stock"))
+          "%11s %11s %11s" % ("fork/stock", "batch/stock", "fork/upstr."))
     names = {"submissions": "SUBMIT ioctls", "commands": "kernel commands",
              "compute_commands": "  of which compute"}
     fb = rows["fork+batch"]
     for k in ("submissions", "commands", "compute_commands", "launches", "barriers"):
         print("%-34s" % names.get(k, k) + "".join("%12.1f" % rows[l][k] for l in labels) +
-              "%11.3f %11.3f" % (ratio(f[k], s[k]), ratio(fb[k], s[k])))
+              "%11.3f %11.3f %11.3f" % (ratio(f[k], s[k]), ratio(fb[k], s[k]), ratio(f[k], u[k])))
     bpl = lambda r: r["barriers"] / r["launches"] if r["launches"] else 0
     print("%-34s" % "barriers per launch" + "".join("%12.3f" % bpl(rows[l]) for l in labels) +
-          "%11.3f %11.3f" % (ratio(bpl(f), bpl(s)), ratio(bpl(fb), bpl(s))))
+          "%11.3f %11.3f %11.3f" % (ratio(bpl(f), bpl(s)), ratio(bpl(fb), bpl(s)),
+                                    ratio(bpl(f), bpl(u))))
     print("%-34s" % "streams with a launch, no end barrier" +
           "".join("%12d" % rows[l]["streams_without_final_barrier"] for l in labels))
     # With batching every vkQueueSubmit here fits in one ioctl (far fewer
@@ -328,23 +317,16 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     print("%-34s" % "compute commands per vkQueueSubmit" +
           "".join("%12.2f" % rows[l]["compute_per_submit"] for l in labels))
     print()
-    print("published, M2 Ultra, Qwen3-4B (cited): %d launches and %d barriers per token "
-          "stock, about %d with barriers at sync points only (%.3f barriers per launch)"
-          % (M2U_LAUNCHES_PER_TOKEN, M2U_BARRIERS_STOCK, M2U_BARRIERS_FIXED,
-             M2U_BARRIERS_FIXED / M2U_LAUNCHES_PER_TOKEN))
+    print("published, M2 Ultra, Qwen3-4B (cited, docs/changes/hk-lazy-barrier.md): %d "
+          "launches and %d barriers per token stock, about %d asked for by llama.cpp "
+          "(%.3f per launch), about %d us per barrier; %.1f -> %.1f tok/s with barriers "
+          "at sync points only"
+          % (M2U_LAUNCHES_PER_TOKEN, M2U_BARRIERS_STOCK, M2U_BARRIERS_ASKED,
+             M2U_BARRIERS_ASKED / M2U_LAUNCHES_PER_TOKEN, M2U_US_PER_BARRIER, *M2U_TOK_S))
     print()
     print("%-34s %12.0f %12.0f %10.3f" % ("driver instructions per dispatch",
                                           ir["stock"], ir["fork"], ir["fork"] / ir["stock"]))
     print("  (callgrind, vkCmdDispatch + share of vkEndCommandBuffer, 512 dispatches)")
-    print()
-    print("MODEL, not a measurement: token time = barriers x %.1f us + weights / %.0f GB/s"
-          % (M2U_US_PER_BARRIER, M2U_GBPS))
-    print("(published M2 Ultra constants applied to the per-token counts above)")
-    for label, r in (("stock", s), ("fork", f)):
-        t = r["barriers"] * M2U_US_PER_BARRIER + (r["model_bytes"] or 0) / (M2U_GBPS * 1e3)
-        r["model_us"] = t
-        print("  %-6s %8.1f us per token" % (label, t))
-    print("  fork/stock %.3f" % (f["model_us"] / s["model_us"] if s["model_us"] else 0))
     if others:
         print()
         all_rows = dict({fork.arch: rows}, **others)
@@ -354,6 +336,8 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
             "%12.1f", {"submissions": "SUBMIT", "commands": "kernel cmds",
                        "compute_commands": "compute cmds",
                        "streams_without_final_barrier": "no end barrier"})
+        for a, m in others_meta.items():
+            print("upstream on %s: %s" % (a, m["upstream"]))
     return rows, ir
 
 
@@ -547,14 +531,14 @@ def ensure_models(chroot, work, q4=True):
     return tiny, q4
 
 
-def llama_prefill_peak(chroot, prefix, conf, model, ubatch, fa, knobs):
-    """llama-bench -p 1024 -n 0 -b 1024 on the panthor shim: (ok, peak bytes)."""
-    with tempfile.TemporaryDirectory(dir=os.path.join(chroot.work, "tmp")) as tmp:
+def llama_prefill_peak(runner, shim_env, model, ubatch, fa):
+    """llama-bench -p 1024 -n 0 -b 1024 in runner on the panthor shim, in
+    the environment shim_env(vm_log_path): (ok, peak bytes, why not ok)."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(runner.work, "tmp")) as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = chroot_shim_env(prefix, conf, "panfrost", PAN_SHIM_VM_LOG=log, **knobs)
-        r = chroot.run_in(["llama-bench", "-m", model, "-p", "1024", "-n", "0", "-b", "1024",
+        r = runner.run_in(["llama-bench", "-m", model, "-p", "1024", "-n", "0", "-b", "1024",
                            "-ub", str(ubatch), "-fa", str(fa), "-r", "1", "-o", "json"],
-                          env=env, capture=True)
+                          env=shim_env(log), capture=True)
         peak = max((json.loads(l)["peak"] for l in open(log)), default=0) \
             if os.path.exists(log) else 0
     ok = r.returncode == 0
@@ -566,21 +550,32 @@ def llama_prefill_peak(chroot, prefix, conf, model, ubatch, fa, knobs):
 
 
 def panvk_llama_rows(fork, prefix, ubatches):
+    """Per flash-attention setting and micro-batch: the prefill's (ok, peak,
+    why) for stock (PANVK_*=0), the fork, and sid's panvk when sid's
+    package for fork.arch has it (arm64), else None. Returns the rows and
+    what ran upstream (None without it)."""
+    conf = fork.conf
     chroot = llama_root(fork)
     chroot.ensure()
+    sid = sid_root(fork, chroot)
+    has_upstream = os.path.exists(sid.icd("panfrost"))
     os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
     rows = []
+    fork_env = lambda knobs: lambda log: chroot_shim_env(prefix, conf, "panfrost",
+                                                          PAN_SHIM_VM_LOG=log, **knobs)
+    sid_env = lambda log: sid.shim_env(prefix, conf, "panfrost", PAN_SHIM_VM_LOG=log)
     with chroot.mounted():
         _, model = ensure_models(chroot, fork.work)
         for fa in (0, 1):
             for ub in ubatches:
                 with tool.step("%s: llama-bench pp1024, ubatch %d, flash attention %s"
                                % (fork.arch, ub, "on" if fa else "off")):
-                    s = llama_prefill_peak(chroot, prefix, fork.conf, model, ub, fa,
-                                           PANVK_STOCK)
-                    f = llama_prefill_peak(chroot, prefix, fork.conf, model, ub, fa, {})
-                rows.append((fa, ub, s, f))
-    return rows
+                    s = llama_prefill_peak(chroot, fork_env(PANVK_STOCK), model, ub, fa)
+                    f = llama_prefill_peak(chroot, fork_env({}), model, ub, fa)
+                    u = llama_prefill_peak(sid, sid_env, model, ub, fa) if has_upstream \
+                        else None
+                rows.append((fa, ub, s, f, u))
+    return rows, sid.describe() if has_upstream else None
 
 
 # llama-bench -b 1024 caps the micro-batch at 1024: a larger -ub would
@@ -589,28 +584,40 @@ UBATCHES = (64, 128, 256, 512, 1024)
 
 
 def bench_panvk_llama(fork, prefix, ubatches=UBATCHES, arches=None):
-    rows = panvk_llama_rows(fork, prefix, ubatches)
+    rows, up = panvk_llama_rows(fork, prefix, ubatches)
     others = {a: panvk_llama_rows(fork.for_arch(a), fork.for_arch(a).default_prefix,
                                   ubatches)
               for a in (arches or []) if a != fork.arch}
+    chroot = llama_root(fork)
+    cell = lambda r: "n/a" if r is None else ("ok   %5d MiB" % (r[1] >> 20)) if r[0] else \
+        ("FAIL %5d MiB  %s" % (r[1] >> 20, r[2][:26]))
+
+    def table(arch, rows, up):
+        print("%s: peak GPU VA bound; VA heap of the device: [32 MiB, 4 GiB)" % arch)
+        print("upstream: %s" % (up or "n/a: Debian's %s package has no panvk" % arch))
+        print("%-4s %-8s %-36s %-36s %-12s" % ("fa", "ubatch", "stock (PANVK_*=0)", "upstream",
+                                              "fork"))
+        for fa, ub, s, f, u in rows:
+            print("%-4s %-8d %-36s %-36s %-12s" % ("on" if fa else "off", ub, cell(s), cell(u),
+                                                  cell(f)))
+
     print()
-    print("llama.cpp (Debian sid 0.7.0) prefill, llama-bench -p 1024 -n 0 -b 1024, random qwen2")
-    print("with Qwen2.5-3B shapes (20 layers, Q4_0), panvk on the panthor shim (G610), %s;"
-          % fork.arch)
-    print("peak GPU VA bound; VA heap of the device: [32 MiB, 4 GiB)")
-    print("%-4s %-8s %-44s %-12s" % ("fa", "ubatch", "stock (PANVK_*=0)", "fork"))
-    for fa, ub, s, f in rows:
-        cell = lambda r: ("ok   %5d MiB" % (r[1] >> 20)) if r[0] else \
-            ("FAIL %5d MiB  %s" % (r[1] >> 20, r[2][:26]))
-        print("%-4s %-8d %-44s %-12s" % ("on" if fa else "off", ub, cell(s), cell(f)))
+    print("llama.cpp (Debian sid: %s) prefill, llama-bench -p 1024 -n 0 -b 1024, random qwen2"
+          % ", ".join("%s %s" % (p, chroot.package_version(p))
+                      for p in ("llama.cpp-tools", "libggml0")))
+    print("with Qwen2.5-3B shapes (20 layers, Q4_0), panvk on the panthor shim (G610).")
+    table(fork.arch, rows, up)
+    for a, (rs, u) in others.items():
+        print()
+        table(a, rs, u)
     if others:
         print()
         arches = [fork.arch] + list(others)
         flat = {a: {"fa %s ub %d" % ("on" if fa else "off", ub):
                     {"stock MiB": s[1] >> 20, "fork MiB": f[1] >> 20,
                      "stock ok": int(s[0]), "fork ok": int(f[0])}
-                    for fa, ub, s, f in rs}
-                for a, rs in dict({fork.arch: rows}, **others).items()}
+                    for fa, ub, s, f, u in rs}
+                for a, rs in dict({fork.arch: rows}, **{a: o[0] for a, o in others.items()}).items()}
         print_arch_columns(
             "The same prefill sweep on each architecture's build (peak VA in MiB, 1 = "
             "llama-bench succeeded):", arches, flat,

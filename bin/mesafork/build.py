@@ -68,11 +68,40 @@ def uapi_include_options(fork):
     return ["-Dc_args=" + " ".join(inc), "-Dcpp_args=" + " ".join(inc)]
 
 
-def meson_options(fork):
-    return (fork.conf["meson"]["options"].split() +
+def override(opts, extra):
+    """opts with each -Dname=value of extra in place of opts' own."""
+    names = option_names(extra)
+    return [o for o in opts if not (o.startswith("-D") and o[2:].split("=", 1)[0] in names)] + \
+        list(extra)
+
+
+def meson_options(fork, assertions=False):
+    opts = (fork.conf["meson"]["options"].split() +
             ["-Dvulkan-driver-info=%s" % driver_info_tag(fork.conf,
                                                          sources.uses_upstream(fork))] +
             uapi_include_options(fork))
+    return override(opts, fork.conf["meson"]["assertions"].split()) if assertions else opts
+
+
+def checks_build(fork):
+    return os.path.join(fork.work, "build", "mesa-checks")
+
+
+def build_checks(fork):
+    """The assertion build of one driver and its drm-shim
+    (config/fork.ini [meson] checks_options) in .work/build/mesa-checks, for
+    the tests that need assertions compiled in. Returns the paths of its
+    driver library and drm-shim."""
+    env = build_env(fork.top)
+    bdir = checks_build(fork)
+    m = fork.conf["meson"]
+    opts = override(meson_options(fork), m["checks_options"].split())
+    configure(bdir, fork.tree, opts, machine_files(fork, env), env)
+    paths = fork.conf["drivers"][m["checks_driver"]].split()
+    with step("ninja: the assertion build of %s and its drm-shim (%s)"
+              % (m["checks_driver"], rel(bdir))):
+        run(["ninja", "-C", bdir] + paths, env=env, quiet=True)
+    return [os.path.join(bdir, p) for p in paths]
 
 
 def option_names(opts):
@@ -178,21 +207,28 @@ def build_native_tools(fork, env):
     in the native build, configuring it first if needed."""
     host = fork.for_arch(fork.host_arch)
     tools = cross.native_tools(fork)
-    configure(host.build, host.tree, meson_options(host), machine_files(host, env), env)
+    # A native build set up already (an assertion build too) makes them.
+    if not os.path.exists(os.path.join(host.build, "build.ninja")):
+        configure(host.build, host.tree, meson_options(host), machine_files(host, env), env)
     with step("native tools for the %s build: %s" % (fork.arch, ", ".join(tools))):
         run(["ninja", "-C", host.build] + [os.path.relpath(p, host.build)
                                            for p in tools.values()], env=env, quiet=True)
 
 
-def build(fork, jobs=0):
-    """Configure and compile the three Vulkan drivers, their drm-shims and the tests."""
+def build(fork, jobs=0, assertions=False):
+    """Configure and compile the three Vulkan drivers, their drm-shims and
+    the tests; with assertions, an assertion build (not what users run)."""
     if not series.tree_is_prepared(fork):
         die("build: no Mesa tree; run 'bin/mesa-fork prepare' first")
     env = build_env(fork.top)
     if fork.cross:
         cross.require_host_tools(fork)
         print("build: %s" % cross.describe(fork))
-    configure(fork.build, fork.tree, meson_options(fork), machine_files(fork, env), env)
+    if assertions:
+        print("build: an assertion build (%s), not the optimised one users run"
+              % fork.conf["meson"]["assertions"])
+    configure(fork.build, fork.tree, meson_options(fork, assertions),
+              machine_files(fork, env), env)
     try:
         targets = build_targets(fork.build, fork.conf, env)
     except ConfigureError as e:
@@ -208,12 +244,12 @@ def build(fork, jobs=0):
         print("build: " + ccache_summary(env))
 
 
-def build_arches(fork, jobs=0, arch=None):
+def build_arches(fork, jobs=0, arch=None, assertions=False):
     """Configure and compile the Vulkan drivers, their drm-shims and the tests,
     for each architecture asked (default: this machine's)."""
     from .install import parse_arches
     for a in parse_arches(fork, arch):
-        build(fork.for_arch(a), jobs)
+        build(fork.for_arch(a), jobs, assertions)
 
 
 def bisect_commit(fork, wt, bdir, native, opts, env):

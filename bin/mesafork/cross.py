@@ -114,14 +114,16 @@ def sysroot_packages(fork):
             for p in arch_conf(fork)["sysroot_packages"].split()]
 
 
-def extract_root(fork, suite, pkgs, dest, what, apt_options=()):
+def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
     """Debian packages of fork.arch and their dependencies, unpacked by
     mmdebstrap's extract variant (no maintainer script runs, nothing
     executes, so no binfmt is needed) into dest, from the host's mirror.
     Kept while suite, architecture and packages are the same. The extract
     variant makes no merged-/usr links (trixie and later ship the dynamic
     loader only under /usr/lib), so they are added: qemu-user's -L and the
-    guest kernel look for /lib/ld-linux-*.so.1 and /bin/busybox."""
+    guest kernel look for /lib/ld-linux-*.so.1 (/lib64 on amd64) and
+    /bin/busybox. With keep_apt, apt's package lists and downloaded .debs
+    stay in the root (var/lib/apt/lists, var/cache/apt/archives)."""
     stamp = os.path.join(dest, ".mesa-fork-ready")
     want = "%s %s merged-usr\n%s\n" % (suite, fork.arch, "\n".join(sorted(pkgs)))
     if os.path.exists(stamp) and open(stamp).read() == want:
@@ -134,8 +136,9 @@ def extract_root(fork, suite, pkgs, dest, what, apt_options=()):
                                                           rel(dest), uri)):
         run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch] +
             ["--aptopt=" + o for o in apt_options] +
+            (["--skip=cleanup/apt"] if keep_apt else []) +
             ["--include=" + ",".join(pkgs), suite, tmp, uri], quiet=True)
-    for d in ("bin", "sbin", "lib"):
+    for d in ("bin", "sbin", "lib", "lib64"):
         if not os.path.lexists(os.path.join(tmp, d)) and \
                 os.path.isdir(os.path.join(tmp, "usr", d)):
             os.symlink(os.path.join("usr", d), os.path.join(tmp, d))

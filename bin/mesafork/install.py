@@ -260,14 +260,14 @@ def parse_arches(fork, arch):
 
 
 def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tarball=None,
-            asahi_uapi=None, prepare_only=False, arch=None):
+            asahi_uapi=None, prepare_only=False, arch=None, assertions=False):
     """Install the drivers as an alternate ICD into a prefix and show them working."""
     arches = parse_arches(fork, arch)
     if prefix and len(arches) > 1:
         die("install: --prefix names one prefix; install one --arch at a time with it")
-    if no_build and (no_deps or tarball or prepare_only):
+    if no_build and (no_deps or tarball or prepare_only or assertions):
         die("install: --no-build installs what is built; it takes no --no-deps, "
-            "--tarball or --prepare-only")
+            "--tarball, --prepare-only or --assertions")
     forks = [fork.for_arch(a) for a in arches]
     if not no_build:
         if no_deps:
@@ -290,7 +290,7 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
                   "it, 'bin/mesa-fork install --no-build' installs it" % rel(fork.tree))
             return
         for f in forks:
-            build.build(f)
+            build.build(f, assertions=assertions)
     failed = []
     for f in forks:
         chosen = f.prefix(prefix)

@@ -18,33 +18,48 @@ def short_flags(flags):
     return "|".join(ABBREV.get(f, f) for f in flags.split("|"))
 
 
+def memtypes_facts(cmd, env):
+    """The JSON lines mesa-fork-memtypes prints (cmd runs it), or None."""
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, errors="replace", timeout=300)
+    facts = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    return (facts if r.returncode == 0 and facts else None), r.stderr
+
+
 def memtypes(fork, platforms, prefix=None):
-    """Memory types and readback choices of VMA and gpu-allocator, stock vs fork."""
+    """Memory types and readback choices of VMA and gpu-allocator: stock,
+    upstream (the ANV of Debian sid's Mesa) and fork."""
+    from . import upstream
     prefix = fork.prefix(prefix)
     exe = os.path.join(prefix, "bin", "mesa-fork-memtypes")
     if not os.path.exists(exe):
         die("memtypes: %s is not installed; run 'bin/mesa-fork install'" % exe)
-    print("DL=DEVICE_LOCAL HV=HOST_VISIBLE HC=HOST_COHERENT CA=HOST_CACHED; "
-          "intel drm-shim, stock = ANV_CACHED_COHERENT=0")
-    print("%-8s %-6s %-86s %-14s %s" % ("platform", "mode", "memory types (index:flags)",
+    sid = upstream.SidRoot(fork)
+    sid.ensure()
+    print("DL=DEVICE_LOCAL HV=HOST_VISIBLE HC=HOST_COHERENT CA=HOST_CACHED PR=PROTECTED; "
+          "intel drm-shim, stock = ANV_CACHED_COHERENT=0,")
+    print("upstream = %s" % sid.describe())
+    print("%-8s %-8s %-86s %-14s %s" % ("platform", "mode", "memory types (index:flags)",
                                         "VMA readback", "gpu-allocator GpuToCpu"))
     for plat in platforms:
-        for mode, knob in (("stock", "0"), ("fork", None)):
-            env = fork_env(prefix, fork.conf, shim="intel")
-            env["INTEL_STUB_GPU_PLATFORM"] = plat
-            env.pop("ANV_CACHED_COHERENT", None)
-            if knob is not None:
-                env["ANV_CACHED_COHERENT"] = knob
-            r = subprocess.run([exe], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-            facts = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-            if r.returncode != 0 or not facts:
-                die("memtypes: %s %s failed: %s" % (plat, mode, r.stderr[-1000:]))
+        for mode, knob in (("stock", "0"), ("upstream", None), ("fork", None)):
+            if mode == "upstream":
+                env = sid.shim_env(prefix, fork.conf, "intel", INTEL_STUB_GPU_PLATFORM=plat)
+                facts, err = memtypes_facts(sid.command([exe]), env)
+            else:
+                env = fork_env(prefix, fork.conf, shim="intel")
+                env["INTEL_STUB_GPU_PLATFORM"] = plat
+                env.pop("ANV_CACHED_COHERENT", None)
+                if knob is not None:
+                    env["ANV_CACHED_COHERENT"] = knob
+                facts, err = memtypes_facts([exe], env)
+            if not facts:
+                die("memtypes: %s %s failed: %s" % (plat, mode, err[-1000:]))
             types = " ".join("%d:%s" % (f["index"], short_flags(f["flags"]))
                              for f in facts if f["kind"] == "type")
             choice = {f["allocator"]: "%d:%s" % (f["index"], short_flags(f["flags"]))
                       for f in facts if f["kind"] == "choice"}
-            print("%-8s %-6s %-86s %-14s %s" % (plat, mode, types, choice["vma"],
+            print("%-8s %-8s %-86s %-14s %s" % (plat, mode, types, choice["vma"],
                                                 choice["gpu-allocator"]))
 
 

@@ -20,11 +20,41 @@ def installed_arches(fork):
     return arches
 
 
+def prepare_upstream(fork, arches):
+    """The root with the Mesa sid serves now, for each architecture under
+    test (tests/test_upstream.py runs it). A failure is printed, not fatal:
+    those tests then fail and say where to look, and the rest still run."""
+    from . import upstream
+    for a in arches:
+        root = upstream.SidRoot(fork.for_arch(a))
+        try:
+            root.ensure()
+        except SystemExit:
+            print("test: sid's Mesa for %s is not ready (the error above), so "
+                  "tests/test_upstream.py will fail" % a)
+            continue
+        print("test: upstream for %s: %s" % (a, root.describe()))
+
+
+def prepare_checks(fork):
+    """The assertion build of panvk two tests need (build.build_checks). A
+    failure is printed, not fatal: those tests then fail."""
+    from . import build
+    host = fork.for_arch(fork.host_arch)
+    try:
+        build.build_checks(host)
+    except SystemExit:
+        print("test: the assertion build of %s failed (the error above), so the tests that "
+              "need it will fail" % fork.conf["meson"]["checks_driver"])
+
+
 def test(fork, pattern=None, arch=None):
     """Everything CI runs: series check, Mesa's unit suites, our end-to-end tests,
     for every architecture installed (a cross build's under qemu-user).
     Returns the runner's exit status."""
     arches = parse_arches(fork, arch) if arch else installed_arches(fork)
+    prepare_upstream(fork, arches)
+    prepare_checks(fork)
     cmd = [sys.executable, os.path.join(fork.top, "tests", "run.py")]
     if pattern:
         cmd += ["-k", pattern]

@@ -99,17 +99,6 @@ def use_local(fork, src=None):
              % (c["header"], system, ENV, c["header"]))
 
 
-def _apt_options(root, sources):
-    return ["-o", "Dir::Etc::SourceList=" + sources,
-            "-o", "Dir::Etc::SourceParts=/nonexistent",
-            "-o", "Dir::State::Lists=" + os.path.join(root, "lists"),
-            "-o", "Dir::Cache=" + os.path.join(root, "cache"),
-            # Snapshot mirrors serve an expired Release file for sid.
-            "-o", "Acquire::Check-Valid-Until=false",
-            "-o", "Acquire::Languages=none",
-            "-o", "APT::Sandbox::User=root"]
-
-
 def pinned_deb(conf):
     """The file name of the pinned package (Architecture: all)."""
     c = conf["asahi_uapi"]
@@ -149,30 +138,15 @@ def first_dir(work):
 
 
 def _apt_root(work, conf, codename):
-    """A private apt state for the configured suite, updated; returns its
-    directory and apt options."""
-    c = conf["asahi_uapi"]
-    root = os.path.join(work, "apt", c["suite"])
-    for d in ("lists/partial", "cache/archives/partial", "download"):
-        os.makedirs(os.path.join(root, d), exist_ok=True)
-    uri, signed = tool.debian_mirror(codename)
-    keyring = signed or "/usr/share/keyrings/debian-archive-keyring.gpg"
-    sources = os.path.join(root, "sources.list")
-    with open(sources, "w") as f:
-        f.write("deb [signed-by=%s] %s %s main\n" % (keyring, uri, c["suite"]))
-    opts = _apt_options(root, sources)
-    with tool.step("apt-get update (private state for %s, in %s)" % (c["suite"], tool.rel(root))):
-        tool.run(["apt-get"] + opts + ["update"], quiet=True)
-    return root, opts
+    """The private apt state of the configured suite, updated."""
+    from .apt import private_state
+    return private_state(work, conf["asahi_uapi"]["suite"], codename)
 
 
 def _newest(opts, package):
     """The version of package the private state's suite serves, or None."""
-    r = subprocess.run(["apt-cache"] + opts + ["show", "%s:all" % package],
-                       capture_output=True, text=True)
-    versions = [l.split(":", 1)[1].strip() for l in r.stdout.splitlines()
-                if l.startswith("Version:")]
-    return versions[0] if versions else None
+    from .apt import index_fields
+    return index_fields(opts, "%s:all" % package).get("Version")
 
 
 def download_pinned(work, conf, codename):

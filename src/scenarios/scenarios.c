@@ -374,9 +374,25 @@ indirect(struct ctx *c, VkCommandBuffer cmd, bool update, bool shader)
    vkCmdDispatchIndirect(cmd, c->args.buf, 0);
 }
 
+/* Every scenario main() knows, in the order the tests run them. */
+static const char *const scenario_names[] = {
+   "dispatches", "base", "barrier", "chain", "event", "timestamp",
+   "statistics", "indirect-fill", "indirect-update", "indirect-dispatch",
+   "secondary", "empty", "exec-barrier", "exec-barrier2", "empty-barrier2",
+   "sync2", "events2", "render", "host", "meta", "timestamp-barrier", "mixed",
+   "subpass-query",
+};
+#define N_SCENARIOS (sizeof(scenario_names) / sizeof(scenario_names[0]))
+
 int
 main(int argc, char **argv)
 {
+   if (argc == 2 && !strcmp(argv[1], "--list")) {
+      for (unsigned i = 0; i < N_SCENARIOS; i++)
+         printf("%s\n", scenario_names[i]);
+      return 0;
+   }
+
    bool validate = false;
    unsigned count = 8;
    const char *scenario = NULL;
@@ -392,7 +408,7 @@ main(int argc, char **argv)
    }
    if (!scenario || count == 0 || count > 4096) {
       fprintf(stderr, "usage: mesa-fork-scenarios [--validate] [--count N] "
-                      "SCENARIO (see the source for the list)\n");
+                      "SCENARIO\n       mesa-fork-scenarios --list\n");
       return 64;
    }
 
