@@ -25,6 +25,13 @@ def config():
     return fork_config.load(TOP)
 
 
+# The base, as config/fork.ini owns it: Mesa's version (25.0.7) and
+# Debian's package version (25.0.7-2+deb13u1). Tests name them through
+# these, never as literals.
+MESA_VERSION = config()["base"]["upstream_version"]
+DEBIAN_VERSION = config()["base"]["version"]
+
+
 def build_env():
     return build.build_env(TOP)
 
@@ -124,6 +131,24 @@ def shim_env(driver, **extra):
 
 def bin_path(name):
     return HOST.bin_path(name)
+
+
+def hide_gpus(cmd, force=False):
+    """cmd as it runs with no GPU visible: this machine's /dev/dri covered by
+    an empty tmpfs in a mount namespace of its own (a user namespace too
+    when not root), so that a test of what happens without hardware gives
+    the same result on a machine that has some. Unchanged on a machine
+    without /dev/dri (unless force). Skipped, as optional, where no
+    namespace can be made."""
+    import glob as _glob
+    if not force and not _glob.glob("/dev/dri/*"):
+        return list(cmd)
+    ns = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    probe = subprocess.run(ns + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        skip_optional("this machine has a GPU (/dev/dri) and no mount namespace to hide it in")
+    return ns + ["sh", "-c", 'mkdir -p /dev/dri && mount -t tmpfs none /dev/dri && exec "$@"',
+                 "sh"] + list(cmd)
 
 
 def run(cmd, env=None, timeout=300):

@@ -306,13 +306,19 @@ class AllocatorOracle(unittest.TestCase):
     def test_llc_platform_choices_unchanged(self):
         self.assertEqual(self._choices("tgl", "0"), self._choices("tgl", None))
 
-    def test_memtypes_verb_prints_both_modes(self):
+    def test_memtypes_verb_prints_stock_upstream_and_fork(self):
+        """Upstream is the ANV of Debian sid's Mesa (test_upstream checks it
+        is): on i915 ARL it has no cached+coherent type, as stock, and
+        gpu-allocator picks the same coherent type as stock."""
         r = run([forklib.CLI, "memtypes", "--prefix", forklib.PREFIX, "arl"])
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("upstream = Debian sid mesa-vulkan-drivers ", r.stdout)
         rows = [l.split() for l in r.stdout.splitlines() if l.startswith("arl")]
-        self.assertEqual([row[1] for row in rows], ["stock", "fork"])
+        self.assertEqual([row[1] for row in rows], ["stock", "upstream", "fork"])
         self.assertTrue(rows[0][-1].endswith("DL|HV|HC"), rows[0])
-        self.assertTrue(rows[1][-1].endswith("DL|HV|HC|CA"), rows[1])
+        self.assertTrue(rows[1][-1].endswith("DL|HV|HC"), rows[1])
+        self.assertTrue(rows[2][-1].endswith("DL|HV|HC|CA"), rows[2])
+        self.assertNotIn("HV|HC|CA", " ".join(rows[1]))
 
 
 class ReadbackProbe(unittest.TestCase):

@@ -39,7 +39,12 @@ OS_RELEASES = {
 FAKE = """#!/bin/sh
 echo "$(basename "$0") $*" >> {log}
 case "$(basename "$0") $1" in
-  "apt-cache showsrc") printf 'Package: mesa\\nVersion: {version}\\n' ;;
+  "apt-cache showsrc") [ -n "$FAKE_NO_SOURCE" ] ||
+                       printf 'Package: mesa\\nVersion: {version}\\n' ;;
+  "apt-cache show") case "$3" in
+                      *-${{FAKE_LLVM:-15}}|*-${{FAKE_LLVM:-15}}-dev|*cpp${{FAKE_LLVM:-15}}-dev) ;;
+                      *) exit 100 ;;
+                    esac ;;
   "dpkg-query "*) printf 'install ok installed' ;;
 esac
 exit 0
@@ -153,7 +158,7 @@ class DepsRefusesOffDebian(unittest.TestCase):
         self.assert_lists(err, table()["ubuntu"], others=("llvm-15-dev",))
         self.assertIn("untested, a starting point", err)
         self.assertIn("install --no-deps --tarball https://archive.mesa3d.org/"
-                      "mesa-25.0.7.tar.xz", err)
+                      "mesa-%s.tar.xz" % forklib.MESA_VERSION, err)
 
     def test_install_on_ubuntu_stops_at_deps(self):
         """install (without --no-deps) stops before fetch: no apt-get source
@@ -218,7 +223,8 @@ class DepsOnDebian(unittest.TestCase):
             with open(os.path.join(inc, ".source"), "w") as f:
                 f.write(uapi.pinned_source(config.load(forklib.TOP)) + "\n")
             os.makedirs(os.path.join(uapi.first_dir(box.work), "drm"))
-            r = run([forklib.CLI, "deps"], env=box.env())
+            # No deb-src for Mesa yet: deps has something to do.
+            r = run([forklib.CLI, "deps"], env=box.env(FAKE_NO_SOURCE="1"))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             written = box.apt_files().get(os.path.join("sources.list.d", "mesa-fork.sources"))
             self.assertIsNotNone(written, box.apt_files())
@@ -227,9 +233,65 @@ class DepsOnDebian(unittest.TestCase):
             self.assertIn("Suites: bookworm-backports", written)
             self.assertIn("apt-get update", box.apt_calls())
             queried = [c.split()[-1] for c in box.apt_calls() if c.startswith("dpkg-query")]
-            self.assertEqual(sorted(queried),
+            self.assertEqual(sorted(set(queried)),
                              sorted(p for p in table()["debian"].packages if p != "meson"))
+            self.assertIn("every package is installed already", r.stdout)
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+class DepsAsUser(unittest.TestCase):
+    """Only `deps` needs root, and only when it has something to do: as a
+    user (nobody here), it says so in one line instead of failing with a
+    PermissionError, runs no apt-get, and `install` asks for it the same
+    way. The sandbox is opened to nobody; the apt tools are the fakes."""
+
+    def sandbox(self, tmp):
+        box = Sandbox(tmp, "debian")
+        for d, _, files in os.walk(tmp):
+            os.chmod(d, 0o777)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o777)
+        return box
+
+    def test_nothing_to_do_needs_no_root(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            box = self.sandbox(tmp)
+            r = run(NOBODY + [forklib.CLI, "deps"], env=box.env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("everything is installed already", r.stdout)
+            self.assertNotIn("apt-get", " ".join(box.apt_calls()))
+
+    def test_deps_with_work_to_do_asks_for_root_in_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            box = self.sandbox(tmp)
+            r = run(NOBODY + [forklib.CLI, "deps", "--arch", "amd64"],
+                    env=box.env(FAKE_NO_SOURCE="1"))
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertIn("deps needs root to add deb-src trixie", r.stderr)
+            self.assertIn("run 'sudo ", r.stderr)
+            self.assertIn("mesa-fork deps --arch amd64' once", r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertNotIn("apt-get", " ".join(box.apt_calls()))
+            self.assertFalse(box.apt_files().get(os.path.join("sources.list.d",
+                                                              "mesa-fork.sources")))
+
+    def test_install_as_a_user_stops_at_deps_without_a_terminal(self):
+        """No terminal to ask sudo's password on: install says what to run
+        as root, and has run no apt-get and fetched nothing."""
+        with tempfile.TemporaryDirectory() as tmp:
+            box = self.sandbox(tmp)
+            r = subprocess.run(NOBODY + [forklib.CLI, "install"], env=box.env(FAKE_NO_SOURCE="1"),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=300)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertIn("install: needs root once, for 'deps'", r.stdout)
+            self.assertIn("then this command again", r.stderr)
+            self.assertNotIn("apt-get", " ".join(box.apt_calls()))
+            self.assertEqual(os.listdir(box.work), [])
 
 
 class AsahiUapiPin(unittest.TestCase):
@@ -370,14 +432,14 @@ def path_without_apt(tmp):
     return farm
 
 
-def fake_release(tmp, content="25.0.7\n"):
-    """A tarball that says it is Mesa 25.0.7 and is not the release."""
-    src = os.path.join(tmp, "fake", "mesa-25.0.7")
+def fake_release(tmp, content=forklib.MESA_VERSION + "\n"):
+    """A tarball that says it is the base's Mesa and is not the release."""
+    src = os.path.join(tmp, "fake", "mesa-" + forklib.MESA_VERSION)
     os.makedirs(src)
     with open(os.path.join(src, "VERSION"), "w") as f:
         f.write(content)
-    tarball = os.path.join(tmp, "mesa-25.0.7.tar.xz")
-    subprocess.run(["tar", "cJf", tarball, "-C", os.path.dirname(src), "mesa-25.0.7"],
+    tarball = os.path.join(tmp, "mesa-%s.tar.xz" % forklib.MESA_VERSION)
+    subprocess.run(["tar", "cJf", tarball, "-C", os.path.dirname(src), os.path.basename(src)],
                    check=True)
     return tarball
 
@@ -414,7 +476,8 @@ class InstallWithoutApt(unittest.TestCase):
         return box, r
 
     def test_prepares_the_release_tarball_with_our_series_only(self):
-        orig = os.path.join(forklib.WORK, "cache", "mesa_25.0.7.orig.tar.xz")
+        orig = os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % forklib.MESA_VERSION)
+        debian_tar = "mesa_%s.debian.tar.xz" % forklib.DEBIAN_VERSION
         with tempfile.TemporaryDirectory() as tmp:
             headers = uapi_dir(tmp)
             # As a URL: downloaded with urllib, then verified (a plain path
@@ -423,14 +486,14 @@ class InstallWithoutApt(unittest.TestCase):
                                        headers, "--prepare-only"])
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("download file://" + orig, r.stdout)
-            self.assertIn("download file://%s/mesa_25.0.7-2+deb13u1.debian.tar.xz"
-                          % os.path.join(forklib.WORK, "cache"), r.stdout)
+            self.assertIn("download file://%s/%s" % (os.path.join(forklib.WORK, "cache"),
+                                                     debian_tar), r.stdout)
             self.assertEqual(sorted(os.listdir(os.path.join(box.work, "cache"))),
-                             ["mesa_25.0.7-2+deb13u1.debian.tar.xz", "upstream.sha256",
+                             [debian_tar, "upstream.sha256",
                               "upstream.tar.xz"])
             self.assertIn("with Debian's security fixes (backport_STACK_ARRAY.patch, "
                           "CVE-2026-40393-part1.patch, CVE-2026-40393-part2.patch) and none "
-                          "of 25.0.7-2+deb13u1's other patches", r.stdout)
+                          "of %s's other patches" % forklib.DEBIAN_VERSION, r.stdout)
             self.assertIn("drm/asahi_drm.h in %s" % headers, r.stdout)
             self.assertIn("mesa-fork-memtypes will not be built", r.stdout)
             patches = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
@@ -443,7 +506,8 @@ class InstallWithoutApt(unittest.TestCase):
                                       text=True, check=True).stdout
 
             self.assertEqual(git("log", "-1", "--format=%s", "base").strip(),
-                             "Mesa 25.0.7 (upstream tarball, Debian's security fixes)")
+                             "Mesa %s (upstream tarball, Debian's security fixes)"
+                             % forklib.MESA_VERSION)
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
             # Our series, in order, and nothing else above the base.
             subjects = []
@@ -457,8 +521,8 @@ class InstallWithoutApt(unittest.TestCase):
             # none of its other patches (each still applies forward).
             deb = os.path.join(tmp, "deb")
             os.makedirs(deb)
-            subprocess.run(["tar", "xJf", os.path.join(forklib.WORK, "cache",
-                            "mesa_25.0.7-2+deb13u1.debian.tar.xz"), "-C", deb], check=True)
+            subprocess.run(["tar", "xJf", os.path.join(forklib.WORK, "cache", debian_tar),
+                            "-C", deb], check=True)
             pdir = os.path.join(deb, "debian", "patches")
             with open(os.path.join(pdir, "series")) as f:
                 series = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
@@ -485,7 +549,8 @@ class InstallWithoutApt(unittest.TestCase):
                                                    "--asahi-uapi", uapi_dir(run_dir)])
                     self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
                     self.assertIn("%s has sha256 " % given, r.stderr)
-                    self.assertIn("not that of Mesa 25.0.7's release tarball", r.stderr)
+                    self.assertIn("not that of Mesa %s's release tarball"
+                                  % forklib.MESA_VERSION, r.stderr)
                     cache = os.path.join(box.work, "cache")
                     self.assertEqual(sorted(os.listdir(cache)), [],
                                      "a refused tarball must leave nothing usable")
@@ -516,13 +581,39 @@ class InstallWithoutApt(unittest.TestCase):
 
 
 class DebianLlvm(unittest.TestCase):
-    """The Debian column names bookworm's LLVM 15; trixie has only 19."""
+    """The LLVM deps installs is the newest of config/fork.ini's
+    llvm_versions of which the machine's apt offers every package: 15 on
+    bookworm (16 and 19 lack the SPIR-V translator there), 19 on trixie.
+    apt's answers are stood in for (apt.apt_offers)."""
 
-    def test_trixie_gets_llvm_19_and_bookworm_15(self):
+    BOOKWORM = {"15": "all", "16": "no spirv", "19": "no spirv", "14": "all"}
+    TRIXIE = {"19": "all", "18": "no spirv", "17": "no spirv"}
+
+    def offers(self, table):
+        """apt_offers as a machine whose apt has, per LLVM version, every
+        package ("all") or all but the SPIR-V translator's."""
+        def offered(pkg):
+            for v, what in table.items():
+                if pkg in apt.with_llvm(table_llvm_packages(), v):
+                    return what == "all" or "spirv" not in pkg
+            return False
+        return offered
+
+    def pick(self, table):
         fork = config.Fork(forklib.TOP)
-        bookworm = apt.debian_packages(fork, "bookworm")
-        trixie = apt.debian_packages(fork, "trixie")
+        saved = apt.apt_offers
+        apt.apt_offers = self.offers(table)
+        try:
+            return apt.llvm_version(fork), apt.debian_packages(fork)
+        finally:
+            apt.apt_offers = saved
+
+    def test_bookworm_gets_15_and_trixie_19(self):
+        v, bookworm = self.pick(self.BOOKWORM)
+        self.assertEqual(v, "15")
         self.assertIn("llvm-15-dev", bookworm)
+        v, trixie = self.pick(self.TRIXIE)
+        self.assertEqual(v, "19")
         self.assertEqual([p for p in trixie if "15" in p], [])
         self.assertEqual(sorted(set(trixie) - set(bookworm)),
                          ["clang-19", "libclang-19-dev", "libclang-cpp19-dev", "libclc-19",
@@ -530,6 +621,53 @@ class DebianLlvm(unittest.TestCase):
                           "llvm-spirv-19"])
         # Nothing else changes.
         self.assertEqual(len(trixie), len(bookworm))
+
+    def test_no_complete_llvm_is_a_clear_error(self):
+        with self.assertRaises(SystemExit):
+            self.pick({"19": "no spirv", "16": "no spirv"})
+
+    def test_this_machine_gets_a_version_of_the_list(self):
+        """The control: the real apt of this machine answers."""
+        fork = config.Fork(forklib.TOP)
+        self.assertIn(apt.llvm_version(fork), fork.conf["base"]["llvm_versions"].split())
+
+
+def table_llvm_packages():
+    return [p for p in table()["debian"].packages if apt.with_llvm([p], "X") != [p]]
+
+
+class DebianMirror(unittest.TestCase):
+    """Which mirror the machine uses, from its own apt sources: an entry for
+    the release's codename, or one that says stable, testing or sid, as
+    Debian's installer may write; otherwise one clear line."""
+
+    def mirror(self, text, codename="bookworm"):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "sources.list.d"))
+            with open(os.path.join(tmp, "sources.list"), "w") as f:
+                f.write(text)
+            saved = os.environ.get(apt.APT_ETC_ENV)
+            os.environ[apt.APT_ETC_ENV] = tmp
+            try:
+                return apt.debian_mirror(codename)[0]
+            finally:
+                if saved is None:
+                    del os.environ[apt.APT_ETC_ENV]
+                else:
+                    os.environ[apt.APT_ETC_ENV] = saved
+
+    def test_codename_and_aliases(self):
+        self.assertEqual(self.mirror("deb http://a/debian bookworm main\n"
+                                     "deb http://b/debian stable main\n"), "http://a/debian")
+        for alias in ("stable", "testing", "sid", "unstable"):
+            with self.subTest(alias=alias):
+                self.assertEqual(self.mirror("deb http://m/debian-security stable-security "
+                                             "main\ndeb http://m/debian %s main\n" % alias),
+                                 "http://m/debian")
+
+    def test_no_main_suite_is_a_clear_error(self):
+        with self.assertRaises(SystemExit):
+            self.mirror("deb http://m/debian bookworm-updates main\n")
 
 
 if __name__ == "__main__":

@@ -381,7 +381,9 @@ class BuildChecks(unittest.TestCase):
             with open(os.path.join(inc, "drm", "asahi_drm.h"), "w") as f:
                 f.write("#include <linux/types.h>\n"
                         "struct drm_asahi_params_global { __u64 features; };\n")
-            r = self.setup("-Dc_args=-idirafter" + inc, "-Dcpp_args=-idirafter" + inc)
+            # -I: searched before the system's headers, which may hold a
+            # mainline asahi_drm.h (Linux 6.16 and later) of their own.
+            r = self.setup("-Dc_args=-I" + inc, "-Dcpp_args=-I" + inc)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("<drm/asahi_drm.h> lacks DRM_IOCTL_ASAHI_VM_BIND", r.stdout + r.stderr)
 

@@ -269,6 +269,52 @@ class Fetch(unittest.TestCase):
         c = forklib.config()["base"]
         return os.path.join(forklib.WORK, "cache", "mesa_%s.orig.tar.xz" % c["upstream_version"])
 
+    def test_a_patch_that_does_not_apply_keeps_the_work_and_says_what_to_do(self):
+        """prepare stops where git am stops, with the commands that finish
+        or drop it; a second prepare refuses to remove the tree while that
+        am is in progress (someone may be resolving it), and --force
+        starts over."""
+        with tempfile.TemporaryDirectory() as tmp:
+            top = os.path.join(tmp, "repo")
+            for d in ("bin", "config"):
+                shutil.copytree(os.path.join(forklib.TOP, d), os.path.join(top, d))
+            os.makedirs(os.path.join(top, "patches"))
+            for p in PATCHES[:4]:
+                shutil.copy(p, os.path.join(top, "patches"))
+            # The third patch's first context line no longer matches.
+            broken = os.path.join(top, "patches", os.path.basename(PATCHES[2]))
+            with open(broken) as f:
+                text = f.read()
+            lines = text.split("\n")
+            first = next(i for i, l in enumerate(lines) if l.startswith("@@")) + 1
+            while not lines[first].startswith(" "):
+                first += 1
+            lines[first] = " this line is not in Mesa" + lines[first]
+            with open(broken, "w") as f:
+                f.write("\n".join(lines))
+            cli = os.path.join(top, "bin", "mesa-fork")
+            work = self._work_linking_cache(tmp)
+            env = dict(os.environ, MESA_FORK_WORK=work)
+            r = run([cli, "fetch", "--tarball", self._orig()], env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = run([cli, "prepare"], env=env, timeout=600)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertIn("git am stopped on %s" % os.path.basename(broken), r.stderr)
+            self.assertIn("am --continue", r.stderr)
+            self.assertIn("then apply the 1 after it", r.stderr)
+            self.assertIn("am --abort' and 'bin/mesa-fork prepare --force'", r.stderr)
+            tree = os.path.join(work, "mesa")
+            self.assertTrue(os.path.isdir(os.path.join(tree, ".git", "rebase-apply")))
+            r = run([cli, "prepare"], env=env, timeout=600)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("a git am is in progress", r.stderr)
+            self.assertIn("refusing to overwrite it", r.stderr)
+            self.assertTrue(os.path.isdir(os.path.join(tree, ".git", "rebase-apply")))
+            subjects = subprocess.run(["git", "-C", tree, "log", "--format=%s", "base..HEAD"],
+                                      capture_output=True, text=True).stdout.splitlines()
+            self.assertEqual(len(subjects), 2)
+
     def test_pristine_tarball_and_prepare_after_a_pull(self):
         """fetch --tarball + prepare: the series applies to Mesa 25.0.7 without
         Debian's patches (Debian's orig tarball is the upstream release), even
@@ -295,11 +341,12 @@ class Fetch(unittest.TestCase):
             base = subprocess.run(["git", "-C", tree, "log", "-1", "--format=%s%n%cI", "base"],
                                   capture_output=True, text=True).stdout.split()
             self.assertEqual(" ".join(base[:-1]),
-                             "Mesa 25.0.7 (upstream tarball, Debian's security fixes)")
+                             "Mesa %s (upstream tarball, Debian's security fixes)"
+                             % forklib.MESA_VERSION)
             self.assertFalse(os.path.exists(os.path.join(tree, "debian")))
             # The base commit carries the release's date: that of its VERSION file.
             listing = subprocess.run(["tar", "tvf", self._orig(), "--full-time",
-                                      "mesa-25.0.7/VERSION"],
+                                      "mesa-%s/VERSION" % forklib.MESA_VERSION],
                                      capture_output=True, text=True, env=dict(os.environ, TZ="UTC"))
             day, time_ = listing.stdout.split()[3:5]
             self.assertEqual(base[-1], "%sT%s+00:00" % (day, time_))
@@ -361,19 +408,21 @@ class Fetch(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(work, "mesa")))
 
     def test_fetch_tarball_refuses_another_tarball_of_the_version(self):
-        """A tarball that says 25.0.7 but is not the release's bytes."""
+        """A tarball that says it is the base's version but is not the
+        release's bytes."""
+        v = forklib.MESA_VERSION
         with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "mesa-25.0.7")
+            src = os.path.join(tmp, "mesa-" + v)
             os.makedirs(src)
             with open(os.path.join(src, "VERSION"), "w") as f:
-                f.write("25.0.7\n")
-            tarball = os.path.join(tmp, "mesa-25.0.7.tar.xz")
-            subprocess.run(["tar", "cJf", tarball, "-C", tmp, "mesa-25.0.7"], check=True)
+                f.write(v + "\n")
+            tarball = os.path.join(tmp, "mesa-%s.tar.xz" % v)
+            subprocess.run(["tar", "cJf", tarball, "-C", tmp, "mesa-" + v], check=True)
             work = self._work_linking_cache(tmp)
             r = run([forklib.CLI, "fetch", "--tarball", tarball],
                     env=dict(os.environ, MESA_FORK_WORK=work))
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("not that of Mesa 25.0.7's release tarball", r.stderr)
+            self.assertIn("not that of Mesa %s's release tarball" % v, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(work, "cache", "upstream.sha256")))
 
     def test_fetch_tarball_refuses_what_is_not_a_tarball(self):
@@ -397,7 +446,7 @@ class Fetch(unittest.TestCase):
             env = dict(os.environ, MESA_FORK_WORK=os.path.join(tmp, "work"))
             r = run([forklib.CLI, "fetch", "--tarball", tarball], env=env)
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("is Mesa 24.0.0, the series is for 25.0.7", r.stderr)
+            self.assertIn("is Mesa 24.0.0, the series is for " + forklib.MESA_VERSION, r.stderr)
 
 
 if __name__ == "__main__":

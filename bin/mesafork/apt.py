@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""`mesa-fork deps`: on Debian, the deb-src entry for Mesa's source
-package, taken from the mirror already configured on the machine, and every
-build and test package of the Debian column of docs/build-deps.md, installed
-with apt-get. On any other system it touches nothing and stops with what to
-install (distro.py)."""
+"""apt, for `deps` (deps.py) and the private apt states: the mirror this
+machine uses, the deb-src entry for Mesa's source package taken from it,
+what of the Debian column of docs/build-deps.md is missing, and apt states
+of our own under .work/apt that need no root."""
 
 import glob
 import os
@@ -63,13 +62,22 @@ def _configured_debian_uris():
     return out
 
 
+# What sources may call a release instead of its codename.
+SUITE_ALIASES = ("stable", "testing", "unstable", "sid", "oldstable")
+
+
 def debian_mirror(codename):
-    """The mirror serving this release's main suite (not -security, not -updates)."""
-    for uri, suite, signed in _configured_debian_uris():
-        if suite == codename:
-            return uri, signed
-    die("no apt entry for suite '%s' found in %s; cannot derive the mirror"
-        % (codename, apt_etc()))
+    """The mirror serving this release's main suite (not -security, not
+    -updates): an entry naming the codename, else one naming an alias
+    (stable, testing, unstable, ...), as Debian's own sources may."""
+    entries = _configured_debian_uris()
+    for want in ([codename], SUITE_ALIASES):
+        for uri, suite, signed in entries:
+            if suite in want:
+                return uri, signed
+    die("no apt entry for '%s' (or stable, testing, unstable) in %s: cannot tell which "
+        "Debian mirror this machine uses; add one (e.g. 'deb http://deb.debian.org/debian "
+        "%s main') and run apt-get update" % (codename, apt_etc(), codename or "stable"))
 
 
 def private_state(work, suite, codename, arch=None):
@@ -167,54 +175,40 @@ def meson_version():
 
 
 # The LLVM of the Debian column is bookworm's 15; trixie has 19, not 15.
-LLVM_BY_CODENAME = {"bookworm": "15", "trixie": "19"}
+# The LLVM the Debian column of docs/build-deps.md names.
+TABLE_LLVM = "15"
 
 
-def debian_packages(fork, codename="bookworm"):
+def with_llvm(pkgs, llvm):
+    """pkgs with the table's LLVM version replaced by llvm."""
+    return [re.sub(r"(?<=[a-z])(-?)%s(?=$|-)" % TABLE_LLVM, r"\g<1>" + llvm, p) for p in pkgs]
+
+
+def apt_offers(pkg):
+    """Whether this machine's apt has a candidate for pkg (no root needed)."""
+    return subprocess.run(["apt-cache", "show", "--no-all-versions", pkg],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def llvm_version(fork):
+    """The newest LLVM of config/fork.ini [base] llvm_versions (those Mesa
+    25.0.7 builds with) of which this machine's apt offers every package
+    the table names for LLVM; dies naming what is missing otherwise."""
+    pkgs = [p for p in distro.deps_table(fork.top)["debian"].packages
+            if with_llvm([p], "X") != [p]]
+    versions = fork.conf["base"]["llvm_versions"].split()
+    for v in versions:
+        if all(apt_offers(p) for p in with_llvm(pkgs, v)):
+            return v
+    die("apt offers no LLVM that Mesa %s builds with (%s) with all of %s; add the suite that "
+        "has one (bookworm: main has 15; trixie: 19) and run apt-get update"
+        % (fork.conf["base"]["upstream_version"], ", ".join(versions),
+           " ".join(with_llvm(pkgs, "N"))))
+
+
+def debian_packages(fork, llvm=None):
     """The Debian column of docs/build-deps.md, less meson (deps checks
     its version and takes it from bookworm-backports on bookworm), with
-    the LLVM version of the release (the column names bookworm's)."""
-    llvm = LLVM_BY_CODENAME.get(codename, LLVM_BY_CODENAME["bookworm"])
-    return [re.sub(r"(?<=[a-z])(-?)15(?=$|-)", r"\g<1>" + llvm, p)
-            for p in distro.deps_table(fork.top)["debian"].packages if p != "meson"]
-
-
-def deps(fork, update=False, arch=None):
-    """Install every build and test dependency with apt-get (Debian only;
-    elsewhere it prints what to install); with --arch, also what a cross
-    build for those architectures needs."""
-    native_deps(fork, update)
-    if arch:
-        from . import cross
-        from .install import parse_arches
-        for a in parse_arches(fork, arch):
-            if a != fork.host_arch:
-                cross.deps(fork.for_arch(a))
-
-
-def native_deps(fork, update=False):
-    base = fork.conf["base"]
-    osr = distro.os_release()
-    if not osr.is_debian:
-        distro.refuse(fork, osr)
-    codename = osr.codename
-    with step("apt sources (deb-src %s%s)" % (
-            base["source_suite"], ", bookworm-backports" if codename == "bookworm" else "")):
-        changed = ensure_apt_sources(base["source_suite"], codename)
-        if changed or update or not apt_has_source(base["package"], base["version"]):
-            run(["apt-get", "update"], quiet=True)
-    missing = missing_debs(debian_packages(fork, codename))
-    if meson_version() < MESON_MIN:
-        missing.insert(0, "meson/bookworm-backports" if codename == "bookworm" else "meson")
-    from . import uapi  # it reaches debian_mirror() through tool.py
-    print("deps: asahi uAPI header: " + uapi.fetch(fork.work, fork.conf, codename))
-    if not missing:
-        print("deps: everything is installed already")
-        return
-    with step("apt-get install %d packages" % len(missing)):
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        run(["apt-get", "install", "-y", "--no-install-recommends"] + missing,
-            env=env, quiet=True)
-    if meson_version() < MESON_MIN:
-        die("meson >= %s is required; found %s" % (".".join(map(str, MESON_MIN)),
-                                                   ".".join(map(str, meson_version()))))
+    the LLVM apt offers (llvm_version) or llvm in place of the table's."""
+    return with_llvm([p for p in distro.deps_table(fork.top)["debian"].packages
+                      if p != "meson"], llvm or llvm_version(fork))

@@ -10,7 +10,11 @@ import shutil
 import subprocess
 import tempfile
 
-from . import tool, upstream
+from . import upstream
+from .apt import debian_mirror, os_codename
+from .config import host_arch, stock_knobs
+from .install import fork_env, icd_json, shim_env_pairs, shim_lib
+from .proc import die, rel, run, step
 from .config import multiarch
 from .proc import remove_tree
 
@@ -43,7 +47,7 @@ class Chroot:
         self.root = os.path.join(work, "chroot", "sid")
         self.codename = codename
         self.mounts = []
-        self.arch = tool.host_arch()
+        self.arch = host_arch()
 
     def libexec(self, rel_path):
         """A program of Debian's libexec directory for this architecture."""
@@ -57,18 +61,18 @@ class Chroot:
         if os.path.exists(stamp) and open(stamp).read() == want:
             return
         if not shutil.which("debootstrap"):
-            with tool.step("apt-get install debootstrap"):
-                tool.run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            with step("apt-get install debootstrap"):
+                run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
                          env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
-        uri, _ = tool.debian_mirror(self.codename)
+        uri, _ = debian_mirror(self.codename)
         if not os.path.exists(os.path.join(self.root, "usr", "bin", "apt-get")):
-            with tool.step("debootstrap sid into %s (mirror %s)" % (tool.rel(self.root), uri)):
+            with step("debootstrap sid into %s (mirror %s)" % (rel(self.root), uri)):
                 remove_tree(self.root)
-                tool.run(["debootstrap", "--variant=minbase", "sid", self.root, uri], quiet=True)
+                run(["debootstrap", "--variant=minbase", "sid", self.root, uri], quiet=True)
         with self.mounted():
             # A snapshot mirror serves an expired sid Release file; accept it.
             apt = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]
-            with tool.step("install llama.cpp and its Vulkan backend in the chroot"):
+            with step("install llama.cpp and its Vulkan backend in the chroot"):
                 self.run_in(apt + ["update"], quiet=True)
                 self.run_in(apt + ["install", "-y", "--no-install-recommends"] + SID_PACKAGES,
                             quiet=True, env={"DEBIAN_FRONTEND": "noninteractive"})
@@ -100,21 +104,21 @@ class Chroot:
                 "HOME=/root"] + ["%s=%s" % kv for kv in (env or {}).items()] + cmd
         if capture:
             return subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        tool.run(full, quiet=quiet)
+        run(full, quiet=quiet)
 
 
 def llama_root(fork):
     """Where llama.cpp runs for fork.arch: the sid chroot natively, a
     qemu-user root for a cross build."""
-    return upstream.SidRoot(fork) if fork.cross else Chroot(fork.work, tool.os_codename())
+    return upstream.SidRoot(fork) if fork.cross else Chroot(fork.work, os_codename())
 
 
 def chroot_shim_env(prefix, conf, driver, **extra):
     """The environment (inside the chroot, which starts from an empty one)
     that runs a program on the fork's `driver` over its drm-shim."""
-    env = {"VK_DRIVER_FILES": tool.icd_json(prefix, driver),
-           "LD_PRELOAD": tool.shim_lib(prefix, conf, driver)}
-    env.update(tool.shim_env_pairs(conf, driver))
+    env = {"VK_DRIVER_FILES": icd_json(prefix, driver),
+           "LD_PRELOAD": shim_lib(prefix, conf, driver)}
+    env.update(shim_env_pairs(conf, driver))
     env.update(extra)
     return env
 
@@ -128,7 +132,7 @@ def llama_counts(runner, shim_env, model, tokens):
         r = runner.run_in(["llama-bench", "-m", model, "-p", "0", "-n", str(tokens), "-r", "1",
                            "-o", "json"], env=shim_env(log), capture=True)
         if r.returncode != 0:
-            tool.die("llama-bench failed:\n" + r.stderr[-3000:])
+            die("llama-bench failed:\n" + r.stderr[-3000:])
         bench = json.loads(r.stdout)
         with open(log) as f:
             cmds = [json.loads(l) for l in f]
@@ -136,7 +140,7 @@ def llama_counts(runner, shim_env, model, tokens):
     cmds = [c for c in cmds if c["type"] in ("compute", "render")]
     errors = [c for c in cmds if c.get("errors")]
     if errors:
-        tool.die("the capture could not decode a stream: %s" % errors[0])
+        die("the capture could not decode a stream: %s" % errors[0])
     unterminated = [c for c in cmds if c["type"] == "compute" and not c["terminated"]]
     bad_end = [c for c in cmds if c["type"] == "compute" and c["launches"] and
                not c["blocks"][-2].startswith("B")]
@@ -171,7 +175,7 @@ def callgrind_ir_per_dispatch(prefix, conf, lazy, n=512):
     """Instructions the driver executes per recorded dispatch (vkCmdDispatch
     plus its share of vkEndCommandBuffer), counted by callgrind."""
     exe = os.path.join(prefix, "bin", "mesa-fork-scenarios")
-    env = tool.fork_env(prefix, conf, shim="asahi")
+    env = fork_env(prefix, conf, shim="asahi")
     env["HK_LAZY_BARRIER"] = lazy
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cg.out")
@@ -181,11 +185,11 @@ def callgrind_ir_per_dispatch(prefix, conf, lazy, n=512):
                             exe, "--count", str(n), "dispatches"],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
-            tool.die("callgrind run failed:\n" + r.stderr[-3000:])
+            die("callgrind run failed:\n" + r.stderr[-3000:])
         text = open(out).read()
     m = re.search(r"^summary:\s+(\d+)", text, re.M) or re.search(r"^totals:\s+(\d+)", text, re.M)
     if not m:
-        tool.die("no callgrind summary")
+        die("no callgrind summary")
     return int(m.group(1)) / n
 
 
@@ -220,11 +224,11 @@ def hk_rows(fork, prefix, tokens):
         model, _ = ensure_models(chroot, fork.work, q4=False)
         what = " and ".join(map(str, tokens)) + " tokens"
         for label, env in HK_SETTINGS:
-            with tool.step("%s: llama-bench decode %s, %s" % (fork.arch, what, label)):
+            with step("%s: llama-bench decode %s, %s" % (fork.arch, what, label)):
                 rows[label] = per_token(
                     chroot, lambda log, env=env: chroot_shim_env(
                         prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log, **env), model, tokens)
-    with tool.step("%s: llama-bench decode %s, upstream (%s %s)" % (
+    with step("%s: llama-bench decode %s, upstream (%s %s)" % (
             fork.arch, what, conf["upstream"]["package"], sid.version)):
         rows["upstream"] = per_token(
             sid, lambda log: sid.shim_env(prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log),
@@ -272,7 +276,7 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
         if a != fork.arch:
             other = fork.for_arch(a)
             others[a], others_meta[a] = hk_rows(other, other.default_prefix, tokens)
-    with tool.step("callgrind: driver instructions per recorded dispatch"):
+    with step("callgrind: driver instructions per recorded dispatch"):
         ir = {"stock": callgrind_ir_per_dispatch(prefix, conf, "0"),
               "fork": callgrind_ir_per_dispatch(prefix, conf, "1")}
 
@@ -283,7 +287,7 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     print("llama.cpp (Debian sid: %s) decoding a random-weight qwen3 model on Honeykrisp,"
           % ", ".join("%s %s" % kv for kv in sorted(meta["llama"].items())))
     print("asahi drm-shim %s; per token = difference of %d- and %d-token runs."
-          % (tool.shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
+          % (shim_env_pairs(conf, "asahi").get("ASAHI_SHIM_DEVICE", "m1max"),
              tokens[1], tokens[0]))
     print("stock: HK_LAZY_BARRIER=0. lazy: HK_MERGE_STREAMS=0 (a control stream per")
     print("pipeline barrier). fork: the defaults (lazy barriers, merged streams).")
@@ -348,7 +352,7 @@ def shim_run(fork, prefix, program, args, knobs):
     exe = os.path.join(prefix, "bin", program)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "vm.jsonl")
-        env = tool.fork_env(prefix, fork.conf, shim="panfrost")
+        env = fork_env(prefix, fork.conf, shim="panfrost")
         env["PAN_SHIM_VM_LOG"] = log
         env.update(knobs)
         r = subprocess.run(fork.exe_wrapper + [exe] + args, env=env, stdout=subprocess.PIPE,
@@ -356,7 +360,7 @@ def shim_run(fork, prefix, program, args, knobs):
         lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
         summary = [l for l in lines if l.get("summary")]
         if not summary:
-            tool.die("%s failed:\n%s" % (program, r.stderr[-3000:]))
+            die("%s failed:\n%s" % (program, r.stderr[-3000:]))
         with open(log) as f:
             ops = [json.loads(l) for l in f]
     return ops, summary[0]
@@ -389,7 +393,7 @@ def held_after_free(fork, prefix, knobs):
                             knobs)
     marks = [o for o in ops if o["op"] == "map" and o["size"] == MARK_SIZE]
     if len(marks) != 1:
-        tool.die("mesa-fork-inflight --mark: expected one %d-byte map, found %d"
+        die("mesa-fork-inflight --mark: expected one %d-byte map, found %d"
                  % (MARK_SIZE, len(marks)))
     return marks[0]["bound"] - MARK_SIZE, summary
 
@@ -401,7 +405,6 @@ def threads_peak(fork, prefix, knobs, threads=4, rounds=6):
     return max(o["peak"] for o in ops), summary
 
 
-PANVK_STOCK = {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"}
 
 
 def _inflight_case(kind, n, **opts):
@@ -428,8 +431,8 @@ def panvk_rows(fork, prefix):
     """{(section, label): {"stock": (bytes, summary), "fork": (bytes, summary)}}."""
     rows = {}
     for section, label, run_case in PANVK_CASES:
-        with tool.step("%s: %s, %s" % (fork.arch, section, label)):
-            rows[(section, label)] = {"stock": run_case(fork, prefix, PANVK_STOCK),
+        with step("%s: %s, %s" % (fork.arch, section, label)):
+            rows[(section, label)] = {"stock": run_case(fork, prefix, stock_knobs(fork.conf, "panfrost")),
                                       "fork": run_case(fork, prefix, {})}
     return rows
 
@@ -453,7 +456,7 @@ def bench_panvk(fork, prefix, arches=None):
                 print("%-24s %22s %22s %10.3f" % (label, cell(*s), cell(*f), f[0] / s[0]))
 
     print("panvk on the panthor drm-shim (%s), %s: peak GPU VA bound by the driver,"
-          % (" ".join("%s=%s" % kv for kv in tool.shim_env_pairs(conf, "panfrost").items()),
+          % (" ".join("%s=%s" % kv for kv in shim_env_pairs(conf, "panfrost").items()),
              fork.arch))
     print("stock = PANVK_SHARED_TLS=0 PANVK_WLS_REUSE=0, same build, one run")
     print()
@@ -511,7 +514,7 @@ def ensure_models(chroot, work, q4=True):
     os.makedirs(models, exist_ok=True)
     tiny = os.path.join(models, "qwen3-dense.gguf")
     if not os.path.exists(tiny):
-        with tool.step("write a random-weight qwen3 model (test-llama-archs)"):
+        with step("write a random-weight qwen3 model (test-llama-archs)"):
             chroot.run_in([chroot.libexec("llama.cpp-tests/test-llama-archs"),
                            "-a", "^qwen3$", "-o", models],
                           env={"VK_DRIVER_FILES": "/nonexistent"}, quiet=True)
@@ -523,9 +526,9 @@ def ensure_models(chroot, work, q4=True):
         os.makedirs(os.path.dirname(script), exist_ok=True)
         shutil.copyfile(os.path.join(os.path.dirname(__file__), "make_qwen2_model.py"), script)
         f16 = os.path.join(models, "qwen2-3b-shapes-f16.gguf")
-        with tool.step("write a random qwen2 with Qwen2.5-3B shapes (python3-gguf), F16"):
+        with step("write a random qwen2 with Qwen2.5-3B shapes (python3-gguf), F16"):
             chroot.run_in(["python3", script, tiny, f16, "20"], quiet=True)
-        with tool.step("llama-quantize to Q4_0"):
+        with step("llama-quantize to Q4_0"):
             chroot.run_in(["llama-quantize", f16, q4, "Q4_0"], quiet=True)
         os.unlink(f16)
     return tiny, q4
@@ -561,17 +564,18 @@ def panvk_llama_rows(fork, prefix, ubatches):
     has_upstream = os.path.exists(sid.icd("panfrost"))
     os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
     rows = []
-    fork_env = lambda knobs: lambda log: chroot_shim_env(prefix, conf, "panfrost",
+    fork_run = lambda knobs: lambda log: chroot_shim_env(prefix, conf, "panfrost",
                                                           PAN_SHIM_VM_LOG=log, **knobs)
     sid_env = lambda log: sid.shim_env(prefix, conf, "panfrost", PAN_SHIM_VM_LOG=log)
     with chroot.mounted():
         _, model = ensure_models(chroot, fork.work)
         for fa in (0, 1):
             for ub in ubatches:
-                with tool.step("%s: llama-bench pp1024, ubatch %d, flash attention %s"
+                with step("%s: llama-bench pp1024, ubatch %d, flash attention %s"
                                % (fork.arch, ub, "on" if fa else "off")):
-                    s = llama_prefill_peak(chroot, fork_env(PANVK_STOCK), model, ub, fa)
-                    f = llama_prefill_peak(chroot, fork_env({}), model, ub, fa)
+                    s = llama_prefill_peak(chroot, fork_run(stock_knobs(conf, "panfrost")), model,
+                                           ub, fa)
+                    f = llama_prefill_peak(chroot, fork_run({}), model, ub, fa)
                     u = llama_prefill_peak(sid, sid_env, model, ub, fa) if has_upstream \
                         else None
                 rows.append((fa, ub, s, f, u))

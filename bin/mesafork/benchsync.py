@@ -10,10 +10,16 @@ binding runs to the end of its buffer."""
 
 import collections
 import contextlib
+import json
 import os
 import re
+import subprocess
 
 from . import bench, syncval
+from .apt import os_codename
+from .config import stock_knobs
+from .install import fork_env
+from .measure import short_flags
 from .proc import die, step
 
 SYNCVAL_ENV = {
@@ -138,7 +144,7 @@ def scenario_proof(chroot, prefix, conf, driver):
 def llama_chroot(work):
     """The cached sid chroot with llama.cpp, mounted, and the random qwen3
     model in it: (chroot, model path)."""
-    chroot = bench.Chroot(work, bench.tool.os_codename())
+    chroot = bench.Chroot(work, os_codename())
     chroot.ensure()
     os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
     with chroot.mounted():
@@ -241,9 +247,6 @@ def report(proof, results):
 def memtype_flags(prefix, conf, knob):
     """index -> flags of the intel shim's memory types, as
     mesa-fork-memtypes prints them."""
-    import json
-    import subprocess
-    from .install import fork_env
     env = fork_env(prefix, conf, shim="intel")
     env["ANV_CACHED_COHERENT"] = knob
     r = subprocess.run([os.path.join(prefix, "bin", "mesa-fork-memtypes")], env=env,
@@ -260,7 +263,6 @@ def pair_allocations(lines):
     so the buffer is the last GEM_CREATE before the allocation's event; its
     CPU mapping is the GEM_MMAP_OFFSET of that handle. Returns
     [(alloc event, create line or None, mmap mode)]."""
-    import json
     events = [json.loads(l) for l in lines if l.startswith("{")]
     # Handles are reused once closed: a mapping belongs to the buffer that
     # holds the handle when it is made.
@@ -320,7 +322,6 @@ def bench_anv(work, prefix, conf, platform="arl"):
 
 
 def short(flags):
-    from .measure import short_flags
     return short_flags(flags)
 
 
@@ -329,9 +330,27 @@ def short(flags):
 # Honeykrisp) and FLASH_ATTN_EXT (5,332) take --ops: each case also runs
 # on the CPU for the comparison.
 BACKEND_OPS = "ADD,MUL,RMS_NORM,ROPE,SOFT_MAX,SWIGLU,SET_ROWS,GET_ROWS,CPY,SCALE"
-STOCK_KNOBS = {"asahi": {"HK_LAZY_BARRIER": "0", "HK_MERGE_STREAMS": "0"},
-               "panfrost": {"PANVK_SHARED_TLS": "0", "PANVK_WLS_REUSE": "0"},
-               "intel": {"ANV_CACHED_COHERENT": "0"}}
+
+
+CASE_RE = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)\(.*\): (OK|FAIL|not supported)")
+
+
+def backend_ops_counts(text):
+    """What a test-backend-ops test run did: cases it ran on the backend
+    (each result line, OK or FAIL), cases the backend does not support,
+    failed cases, and the ops it ran at least one case of."""
+    counts = {"run": 0, "unsupported": 0, "failed": 0, "ops": set()}
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", text or "").splitlines():
+        m = CASE_RE.search(line)
+        if not m:
+            continue
+        if m.group(2) == "not supported":
+            counts["unsupported"] += 1
+            continue
+        counts["run"] += 1
+        counts["failed"] += m.group(2) == "FAIL"
+        counts["ops"].add(m.group(1))
+    return counts
 
 
 def bench_ops(work, prefix, conf, ops=BACKEND_OPS):
@@ -340,8 +359,7 @@ def bench_ops(work, prefix, conf, ops=BACKEND_OPS):
     comparison with the CPU backend fails and is ignored. What counts is
     that nothing crashes, the validation layer stays silent, and how many
     cases and ops the driver takes."""
-    from .report import backend_ops_counts
-    chroot = bench.Chroot(work, bench.tool.os_codename())
+    chroot = bench.Chroot(work, os_codename())
     chroot.ensure()
     exe = chroot.libexec("llama.cpp-tests/test-backend-ops")
     rows = []
@@ -349,7 +367,7 @@ def bench_ops(work, prefix, conf, ops=BACKEND_OPS):
         for drv in DRIVERS:
             # ggml crashes under the layer on panvk (see `bench sync`).
             layer = drv != "panfrost"
-            for label, knobs in (("stock", STOCK_KNOBS[drv]), ("fork", {})):
+            for label, knobs in (("stock", stock_knobs(conf, drv)), ("fork", {})):
                 env = bench.chroot_shim_env(prefix, conf, drv, **knobs)
                 if layer:
                     env.update(VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",

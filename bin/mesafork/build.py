@@ -9,8 +9,8 @@ import re
 import shutil
 import subprocess
 
-from . import cross, series, sources
-from .config import BASE_TAG, BRANCH, driver_info_tag
+from . import cross, series, sources, uapi
+from .config import BASE_TAG, BRANCH, driver_info_tag, parse_arches
 from .proc import capture, die, rel, run, step, write_if_changed
 
 
@@ -60,7 +60,6 @@ def uapi_include_options(fork):
     its own asahi_drm.h still builds against the pinned one; the rest of
     the package's headers (newer linux/ ones drm.h may need) after them.
     With --asahi-uapi DIR, only DIR, after the system's."""
-    from . import uapi  # it reaches apt through tool.py
     first = uapi.first_dir(fork.work)
     inc = ["-idirafter" + uapi.include_dir(fork.work)]
     if os.path.isdir(first) and not uapi.linked(fork.work):
@@ -247,7 +246,6 @@ def build(fork, jobs=0, assertions=False):
 def build_arches(fork, jobs=0, arch=None, assertions=False):
     """Configure and compile the Vulkan drivers, their drm-shims and the tests,
     for each architecture asked (default: this machine's)."""
-    from .install import parse_arches
     for a in parse_arches(fork, arch):
         build(fork.for_arch(a), jobs, assertions)
 

@@ -53,6 +53,15 @@ def cross_arches(cp):
     return [s.split(".", 1)[1] for s in cp.sections() if s.startswith("arch.")]
 
 
+def parse_arches(fork, arch):
+    """The Debian architectures an --arch argument names (comma-separated;
+    default this machine's), the machine's own first."""
+    names = [a for a in (arch or fork.host_arch).replace(",", " ").split()]
+    for a in names:
+        fork.for_arch(a)  # dies with the supported ones if a is unknown
+    return sorted(set(names), key=lambda a: (a != fork.host_arch, names.index(a)))
+
+
 def load(top, arch=None):
     """config/fork.ini as a build for arch sees it. A cross build for an
     architecture with an [arch.NAME] section keeps only the drivers that
@@ -180,3 +189,9 @@ class Fork:
     @property
     def drivers(self):
         return list(self.conf["drivers"])
+
+
+def stock_knobs(conf, driver):
+    """The environment that turns every change of driver off
+    (config/fork.ini [stock])."""
+    return dict(p.split("=", 1) for p in conf["stock"][driver].split())

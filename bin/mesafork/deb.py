@@ -21,17 +21,17 @@ test chroot.
 
 import contextlib
 import glob
-import hashlib
 import os
 import re
 import shutil
 import subprocess
 import time
 
-from . import apt, debian
+from . import apt, cross, debian, distro, uapi
 from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
 from .proc import die, fmt_time, rel, remove_tree, run, step
+from .sources import sha256
 
 INSIDE = "/srv/mesa-fork"
 CCACHE_INSIDE = "/srv/ccache"
@@ -154,7 +154,6 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
     with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True)
-    from . import distro, uapi
     with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
               % conf["backports"]):
         # A cached build chroot is brought up to date, as sbuild-update does.
@@ -174,7 +173,7 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         if not os.path.exists(path):
             die("deb: linux-libc-dev from %s ships no %s: Honeykrisp needs Linux 6.16's "
                 "uAPI" % (conf["backports"], header))
-        if uapi.file_sha256(path) != pinned:
+        if sha256(path) != pinned:
             die("deb: the build chroot's %s (linux-libc-dev from %s) differs from the one "
                 "in %s, which every other build uses; Honeykrisp would be built against "
                 "another uAPI. Compare the two, then move the pin to a version with the "
@@ -305,8 +304,7 @@ def fake_update(chroot, version, what):
                    "/srv/fake-update/" + deb_file], quiet=True)
     shutil.rmtree(pkg)
     path = os.path.join(repo, deb_file)
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
+    digest = sha256(path)
     r = subprocess.run(["dpkg-deb", "-f", path], stdout=subprocess.PIPE, text=True)
     with open(os.path.join(repo, "Packages"), "w") as f:
         f.write(r.stdout + "Filename: ./%s\nSize: %d\nSHA256: %s\n\n"
@@ -464,7 +462,6 @@ def in_root(target, root, cmd, preload):
     manifest it lists, so the loader would find /usr/share/vulkan/icd.d and
     then open none of its files.) LD_PRELOAD goes through qemu's -E, so
     that the host's chroot program does not try to preload it."""
-    from . import cross
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
     return [chroot, root, os.path.join(QEMU_INSIDE, cross.arch_conf(target)["qemu"]),
             "-E", "LD_PRELOAD=" + preload] + cmd
@@ -478,7 +475,6 @@ def show_cross(fork, target, work_deb, changes, prefix):
     from /usr/share/vulkan/icd.d on the package's own drm-shim, inside that
     root under qemu-user: vulkaninfo, then mesa-fork-vkcheck under the
     validation layer."""
-    from . import cross
     conf = fork.conf["deb"]
     debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
     by_name = {deb_fields(d)["Package"]: d for d in debs}
@@ -545,7 +541,6 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
     qemu-user."""
     if os.geteuid() != 0:
         die("deb: run as root (debootstrap, chroot and bind mounts need it)")
-    from . import distro
     osr = distro.os_release()
     if not osr.is_debian:
         die("deb: builds Debian packages with Debian's debootstrap and archive; this is "
@@ -625,7 +620,6 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
     """deb --arch: the profile's packages cross-built for target.arch in
     their own build chroot (the target added as a foreign architecture,
     Debian's crossbuild-essential), linted, and shown under qemu-user."""
-    from . import cross
     if full:
         die("deb --arch %s --full: not supported. Debian's llvm-19-dev and libclang-19-dev "
             "are not Multi-Arch: same, so one build chroot cannot hold the build "

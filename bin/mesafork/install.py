@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import sys
 
-from . import apt, build, cross, distro, series, sources
-from .config import driver_info_tag, fork_release
+from . import build, cross, deps, distro, guest, series, sources, uapi
+from .config import driver_info_tag, fork_release, parse_arches
 from .proc import die, rel, run, step, write_if_changed
 
 
@@ -229,7 +229,6 @@ def demo_drivers(fork, prefix):
 def without_apt(fork, tarball, asahi_uapi):
     """install --no-deps up to the tree: no apt, no dpkg, Mesa's release
     tarball as the base."""
-    from . import uapi  # it reaches this module through tool.py
     b = fork.conf["base"]
     sources.require_tarball(fork, tarball)
     print("install --no-deps: no apt: nothing is installed and no package source is "
@@ -250,15 +249,6 @@ def without_apt(fork, tarball, asahi_uapi):
     sources.fetch_without_apt(fork, tarball)
 
 
-def parse_arches(fork, arch):
-    """The Debian architectures an --arch argument names (comma-separated;
-    default this machine's), the machine's own first."""
-    names = [a for a in (arch or fork.host_arch).replace(",", " ").split()]
-    for a in names:
-        fork.for_arch(a)  # dies with the supported ones if a is unknown
-    return sorted(set(names), key=lambda a: (a != fork.host_arch, names.index(a)))
-
-
 def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tarball=None,
             asahi_uapi=None, prepare_only=False, arch=None, assertions=False):
     """Install the drivers as an alternate ICD into a prefix and show them working."""
@@ -276,10 +266,10 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
                 if f.cross:
                     cross.require_host_tools(f)
         else:
-            if asahi_uapi:
-                from . import uapi  # it reaches this module through tool.py
-                print("install: asahi uAPI header: " + uapi.use_local(fork, asahi_uapi))
-            apt.deps(fork, arch=",".join(arches))
+            deps.ensure(fork, arch=",".join(arches))
+            print("install: asahi uAPI header: " + (
+                uapi.use_local(fork, asahi_uapi) if asahi_uapi else
+                uapi.fetch(fork.work, fork.conf, distro.os_release().codename)))
             if tarball:
                 sources.fetch(fork, tarball)
             else:
@@ -313,7 +303,6 @@ def install_arch(fork, prefix, no_demo):
         build.build_client(fork, env, prefix)
         run(["meson", "install", "-C", fork.client_build, "--quiet"], env=env, quiet=True)
     if fork.cross and "guest_kernel" in fork.conf["arch." + fork.arch]:
-        from . import guest
         guest.ensure(fork)
     print()
     if fork.cross:

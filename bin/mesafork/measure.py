@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Measurements against an installed prefix, not tests: `mesa-fork memtypes`
-(ANV's memory types and what allocators pick, stock vs fork, on the intel
-drm-shim) and `mesa-fork bench` (hk and panvk, in bench.py)."""
+"""`mesa-fork memtypes`, a measurement against an installed prefix, not a
+test: ANV's memory types and what allocators pick, stock, upstream and
+fork, on the intel drm-shim."""
 
 import json
 import os
 import subprocess
 
-from .install import fork_env, icd_json
+from . import upstream
+from .install import fork_env
 from .proc import die
 
 ABBREV = {"DEVICE_LOCAL": "DL", "HOST_VISIBLE": "HV", "HOST_COHERENT": "HC",
@@ -29,7 +30,6 @@ def memtypes_facts(cmd, env):
 def memtypes(fork, platforms, prefix=None):
     """Memory types and readback choices of VMA and gpu-allocator: stock,
     upstream (the ANV of Debian sid's Mesa) and fork."""
-    from . import upstream
     prefix = fork.prefix(prefix)
     exe = os.path.join(prefix, "bin", "mesa-fork-memtypes")
     if not os.path.exists(exe):
@@ -61,43 +61,3 @@ def memtypes(fork, platforms, prefix=None):
                       for f in facts if f["kind"] == "choice"}
             print("%-8s %-8s %-86s %-14s %s" % (plat, mode, types, choice["vma"],
                                                 choice["gpu-allocator"]))
-
-
-def bench(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None, arch=None,
-          ubatch=None):
-    """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
-    from . import bench as measurements
-    from .install import parse_arches
-    if not 0 < tokens[0] < tokens[1] <= 4096:
-        die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
-            "counts are the difference of the two runs), not %d %d" % tuple(tokens))
-    # This machine's build always runs: it is the reference the other
-    # architectures' figures are printed next to.
-    arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
-    if len(arches) > 1 and driver not in ("hk", "panvk"):
-        die("bench %s: --arch is for hk and panvk" % driver)
-    for a in arches[1:]:
-        other = fork.for_arch(a)
-        if not os.path.exists(icd_json(other.default_prefix, "asahi")):
-            die("bench: nothing installed in %s; run 'bin/mesa-fork install --arch %s'"
-                % (other.default_prefix, a))
-    prefix = fork.prefix(prefix)
-    if not os.path.exists(icd_json(prefix, "asahi")):
-        die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
-    if driver == "sync":
-        from .benchsync import bench_sync
-        bench_sync(fork.work, prefix, fork.conf)
-    elif driver == "ops":
-        from .benchsync import bench_ops
-        bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
-    elif driver == "anv":
-        from .benchsync import bench_anv
-        bench_anv(fork.work, prefix, fork.conf)
-    elif driver == "hk":
-        measurements.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
-    else:
-        measurements.bench_panvk(fork, prefix, arches=arches)
-        if not no_llama:
-            print()
-            measurements.bench_panvk_llama(fork, prefix, arches=arches,
-                                           **({"ubatches": ubatch} if ubatch else {}))

@@ -9,14 +9,14 @@ dry mode whose every heading says so: nothing executes on a GPU there, so
 no figure in a dry report is a hardware measurement."""
 
 import datetime
+import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 
-from .benchsync import BACKEND_OPS as LLAMA_OPS, STOCK_KNOBS as KNOBS
-from .config import driver_info_tag, fork_release, host_arch, multiarch
+from .benchsync import BACKEND_OPS as LLAMA_OPS, backend_ops_counts
+from .config import driver_info_tag, fork_release, host_arch, multiarch, stock_knobs
 from .install import fork_env, list_devices
 from .proc import die, rel
 
@@ -105,33 +105,11 @@ def llama_tools(llama_bin):
 
 def tps(stdout):
     """Tokens per second of a llama-bench -o json run, or None."""
-    import json
     try:
         rows = json.loads(stdout)
         return rows[0]["avg_ts"] if rows else None
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-
-
-CASE_RE = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)\(.*\): (OK|FAIL|not supported)")
-
-
-def backend_ops_counts(text):
-    """What a test-backend-ops test run did: cases it ran on the backend
-    (each result line, OK or FAIL), cases the backend does not support,
-    failed cases, and the ops it ran at least one case of."""
-    counts = {"run": 0, "unsupported": 0, "failed": 0, "ops": set()}
-    for line in re.sub(r"\x1b\[[0-9;]*m", "", text or "").splitlines():
-        m = CASE_RE.search(line)
-        if not m:
-            continue
-        if m.group(2) == "not supported":
-            counts["unsupported"] += 1
-            continue
-        counts["run"] += 1
-        counts["failed"] += m.group(2) == "FAIL"
-        counts["ops"].add(m.group(1))
-    return counts
 
 
 def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False):
@@ -211,7 +189,7 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         rc, so, se = sh(cmd, env)
         md += ["### %s: %s (exit %d)" % (os.path.basename(cmd[0]), what, rc), ""] + \
             block(so + se) + [""]
-        md += llama_section(drv, env, tools, model, ratios)
+        md += llama_section(drv, env, tools, model, ratios, fork.conf)
     md += ["## Fork/stock ratios", ""]
     if ratios:
         md += ["| driver | measurement | stock | fork | fork/stock |", "|---|---|---|---|---|"]
@@ -226,11 +204,11 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
     return 0
 
 
-def llama_section(drv, env, tools, model, ratios):
+def llama_section(drv, env, tools, model, ratios, conf):
     md = []
-    stock = dict(env, **KNOBS[drv])
+    stock = dict(env, **stock_knobs(conf, drv))
     ops = tools.get("test-backend-ops")
-    knobs = " ".join("%s=%s" % kv for kv in KNOBS[drv].items())
+    knobs = " ".join("%s=%s" % kv for kv in stock_knobs(conf, drv).items())
     if not ops:
         md += ["### llama.cpp test-backend-ops: not run (not installed)", ""]
     else:

@@ -126,6 +126,12 @@ def tree_state(fork):
     when it is what an earlier prepare made and patches/ or the base fetch
     chose has changed since (a pull), 'work' when it holds commits or edits
     patches/ does not."""
+    if os.path.isdir(os.path.join(fork.tree, ".git", "rebase-apply")):
+        t = rel(fork.tree)
+        return "work", ("a git am is in progress in %s (a patch that did not apply, or an "
+                        "interrupted prepare): finish it with 'git -C %s am --continue' once "
+                        "the patch applies and then 'bin/mesa-fork export', or drop it with "
+                        "'git -C %s am --abort'" % (t, t, t))
     if git(fork, "status", "--porcelain", "--untracked-files=no"):
         return "work", "uncommitted changes in %s" % rel(fork.tree)
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 
-from .config import cross_arches
-from .install import parse_arches, prefix_arch
+from . import build, upstream
+from .config import cross_arches, parse_arches
+from .install import prefix_arch
 
 
 def installed_arches(fork):
@@ -24,7 +25,6 @@ def prepare_upstream(fork, arches):
     """The root with the Mesa sid serves now, for each architecture under
     test (tests/test_upstream.py runs it). A failure is printed, not fatal:
     those tests then fail and say where to look, and the rest still run."""
-    from . import upstream
     for a in arches:
         root = upstream.SidRoot(fork.for_arch(a))
         try:
@@ -39,7 +39,6 @@ def prepare_upstream(fork, arches):
 def prepare_checks(fork):
     """The assertion build of panvk two tests need (build.build_checks). A
     failure is printed, not fatal: those tests then fail."""
-    from . import build
     host = fork.for_arch(fork.host_arch)
     try:
         build.build_checks(host)

@@ -23,12 +23,15 @@ then links to, or, with a warning, from the system's kernel headers
 (`use_local`).
 """
 
-import glob
+import hashlib
 import os
 import shutil
 import subprocess
 
-from mesafork import tool
+from . import distro
+from .apt import index_fields, private_state
+from .proc import die, rel, step
+from .sources import sha256
 
 
 ENV = "MESA_FORK_ASAHI_UAPI"
@@ -57,7 +60,7 @@ def use_local(fork, src=None):
     if src:
         src = os.path.abspath(src)
         if not os.path.isfile(os.path.join(src, c["header"])):
-            tool.die("--asahi-uapi %s: no %s there (give the directory that holds "
+            die("--asahi-uapi %s: no %s there (give the directory that holds "
                      "drm/ and linux/, e.g. the usr/include of 'make headers_install')"
                      % (src, c["header"]))
         if os.path.islink(dest):
@@ -67,7 +70,7 @@ def use_local(fork, src=None):
         # The whole directory, searched after the system's headers: the
         # newer drm/ headers include linux/ headers older systems lack.
         os.symlink(src, dest)
-        return "%s in %s (linked as %s)" % (c["header"], src, tool.rel(dest))
+        return "%s in %s (linked as %s)" % (c["header"], src, rel(dest))
     if linked(fork.work) and os.path.exists(os.path.join(dest, c["header"])):
         return "%s in %s (given before)" % (c["header"], linked(fork.work))
     if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp) and \
@@ -77,7 +80,6 @@ def use_local(fork, src=None):
                 return pinned_source(fork.conf) + " (unpacked before)"
     # The pinned package, as deps takes it: downloading it with a private
     # apt state needs apt and a Debian mirror, not root.
-    from . import distro
     osr = distro.os_release()
     if osr.is_debian and shutil.which("apt-get"):
         return fetch(fork.work, fork.conf, osr.codename)
@@ -89,7 +91,7 @@ def use_local(fork, src=None):
               "pinned %s; the shim refuses payloads a different uAPI would make"
               % (c["header"], system, pinned_deb(fork.conf)))
         return "%s, the system's kernel headers (not pinned)" % system
-    tool.die("Honeykrisp needs <%s>, the mainline drm/asahi uAPI of Linux 6.16 and "
+    die("Honeykrisp needs <%s>, the mainline drm/asahi uAPI of Linux 6.16 and "
              "later, and this system's headers lack it (%s). Install the kernel "
              "headers package of your distribution if it carries Linux 6.16 or later "
              "(docs/build-deps.md: kernel-headers on Fedora Asahi Remix, "
@@ -113,17 +115,10 @@ def pinned_source(conf):
                                           c["sha256"][:12])
 
 
-def _sha256(path):
-    from .sources import sha256  # sources imports apt, which reaches this module
-    return sha256(path)
 
 
-file_sha256 = _sha256
-
-
-def header_sha256(deb, header):
+def headersha256(deb, header):
     """The sha256 of usr/include/<header> inside a .deb."""
-    import hashlib
     tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True, check=True)
     data = subprocess.run(["tar", "-xO", "./usr/include/" + header], input=tar.stdout,
                           capture_output=True, check=True).stdout
@@ -139,13 +134,11 @@ def first_dir(work):
 
 def _apt_root(work, conf, codename):
     """The private apt state of the configured suite, updated."""
-    from .apt import private_state
     return private_state(work, conf["asahi_uapi"]["suite"], codename)
 
 
 def _newest(opts, package):
     """The version of package the private state's suite serves, or None."""
-    from .apt import index_fields
     return index_fields(opts, "%s:all" % package).get("Version")
 
 
@@ -156,11 +149,11 @@ def download_pinned(work, conf, codename):
     c = conf["asahi_uapi"]
     root = os.path.join(work, "apt", c["suite"])
     deb = os.path.join(root, "download", pinned_deb(conf))
-    if os.path.exists(deb) and _sha256(deb) == c["sha256"]:
+    if os.path.exists(deb) and sha256(deb) == c["sha256"]:
         return deb
     root, opts = _apt_root(work, conf, codename)
     dl = os.path.join(root, "download")
-    with tool.step("apt-get download %s=%s (%s)" % (c["package"], c["version"], c["suite"])):
+    with step("apt-get download %s=%s (%s)" % (c["package"], c["version"], c["suite"])):
         r = subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"],
                                                                             c["version"])],
                            cwd=dl, capture_output=True, text=True)
@@ -175,14 +168,14 @@ def download_pinned(work, conf, codename):
                 hint = (" %s serves %s now: its sha256 is %s. To move to it, set version "
                         "and sha256 in [asahi_uapi] of config/fork.ini to these and run the "
                         "tests (docs/build-deps.md, \"The asahi uAPI header\")."
-                        % (c["suite"], newest, _sha256(got)))
-        tool.die("%s no longer serves %s %s, the <%s> every build is pinned to (apt-get: "
+                        % (c["suite"], newest, sha256(got)))
+        die("%s no longer serves %s %s, the <%s> every build is pinned to (apt-get: "
                  "%s).%s" % (c["suite"], c["package"], c["version"], c["header"],
                              (r.stderr.strip().splitlines() or ["no package"])[-1], hint))
-    got = _sha256(deb)
+    got = sha256(deb)
     if got != c["sha256"]:
         os.unlink(deb)
-        tool.die("%s: sha256 %s, but config/fork.ini pins %s; refusing to build with it"
+        die("%s: sha256 %s, but config/fork.ini pins %s; refusing to build with it"
                  % (pinned_deb(conf), got, c["sha256"]))
     return deb
 
@@ -205,11 +198,11 @@ def fetch(work, conf, codename):
     root = os.path.join(work, "apt", c["suite"])
     unpacked = os.path.join(root, "unpacked")
     shutil.rmtree(unpacked, ignore_errors=True)
-    with tool.step("dpkg -x %s" % os.path.basename(deb)):
+    with step("dpkg -x %s" % os.path.basename(deb)):
         subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
     src = os.path.join(unpacked, "usr", "include")
     if not os.path.exists(os.path.join(src, c["header"])):
-        tool.die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
+        die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
                  "uAPI header (Linux 6.16 or later)" % (os.path.basename(deb), c["header"]))
     if os.path.islink(dest):
         os.unlink(dest)

@@ -25,6 +25,7 @@ taken as a user gets it:
   library than sid's.
 """
 
+import contextlib
 import glob
 import os
 import shutil
@@ -196,7 +197,6 @@ class SidRoot:
 
     # The interface bench's llama.cpp runs use (the sid chroot has it too).
     def mounted(self):
-        import contextlib
         return contextlib.nullcontext(self)
 
     def command(self, cmd):

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork bench`: which measurement to run (hk and panvk in bench.py;
+sync, ops and anv in benchsync.py), each stock vs fork side by side in one
+run, with the upstream column where there is one. Not a test."""
+
+import os
+
+from . import bench, benchsync
+from .config import parse_arches
+from .install import icd_json
+from .proc import die
+
+
+def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None,
+               arch=None, ubatch=None):
+    """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
+    if not 0 < tokens[0] < tokens[1] <= 4096:
+        die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
+            "counts are the difference of the two runs), not %d %d" % tuple(tokens))
+    # This machine's build always runs: it is the reference the other
+    # architectures' figures are printed next to.
+    arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
+    if len(arches) > 1 and driver not in ("hk", "panvk"):
+        die("bench %s: --arch is for hk and panvk" % driver)
+    for a in arches[1:]:
+        other = fork.for_arch(a)
+        if not os.path.exists(icd_json(other.default_prefix, "asahi")):
+            die("bench: nothing installed in %s; run 'bin/mesa-fork install --arch %s'"
+                % (other.default_prefix, a))
+    prefix = fork.prefix(prefix)
+    if not os.path.exists(icd_json(prefix, "asahi")):
+        die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
+    if driver == "sync":
+        benchsync.bench_sync(fork.work, prefix, fork.conf)
+    elif driver == "ops":
+        benchsync.bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
+    elif driver == "anv":
+        benchsync.bench_anv(fork.work, prefix, fork.conf)
+    elif driver == "hk":
+        bench.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
+    else:
+        bench.bench_panvk(fork, prefix, arches=arches)
+        if not no_llama:
+            print()
+            bench.bench_panvk_llama(fork, prefix, arches=arches,
+                                           **({"ubatches": ubatch} if ubatch else {}))
