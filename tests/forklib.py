@@ -3,6 +3,7 @@
 running a client on one driver's drm-shim, and process helpers."""
 
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -94,6 +95,13 @@ def checks_env(**extra):
     for f in (lib, shim):
         if not os.path.exists(f):
             raise AssertionError("no %s: 'bin/mesa-fork test' builds it first" % f)
+    # Built from the tree the installed driver was (driverInfo's git-<sha>),
+    # not left over from an earlier one.
+    installed = os.path.join(HOST.prefix, "lib", "mesa-fork", os.path.basename(lib))
+    shas = [set(re.findall(rb"git-[0-9a-f]{7,}", open(f, "rb").read())) for f in (lib, installed)]
+    if not shas[0] or shas[0] != shas[1]:
+        raise AssertionError("%s is of %s, the installed %s of %s: 'bin/mesa-fork test' "
+                             "rebuilds it" % (lib, sorted(shas[0]), installed, sorted(shas[1])))
     env = HOST.shim_env(drv, **extra)
     tmp = os.path.join(WORK, "tmp")
     os.makedirs(tmp, exist_ok=True)
@@ -133,22 +141,20 @@ def bin_path(name):
     return HOST.bin_path(name)
 
 
-def hide_gpus(cmd, force=False):
+def hide_gpus(cmd):
     """cmd as it runs with no GPU visible: this machine's /dev/dri covered by
     an empty tmpfs in a mount namespace of its own (a user namespace too
     when not root), so that a test of what happens without hardware gives
     the same result on a machine that has some. Unchanged on a machine
-    without /dev/dri (unless force). Skipped, as optional, where no
-    namespace can be made."""
-    import glob as _glob
-    if not force and not _glob.glob("/dev/dri/*"):
+    without /dev/dri. Skipped, as optional, where no namespace can be
+    made."""
+    if not os.path.isdir("/dev/dri"):
         return list(cmd)
     ns = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     probe = subprocess.run(ns + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
         skip_optional("this machine has a GPU (/dev/dri) and no mount namespace to hide it in")
-    return ns + ["sh", "-c", 'mkdir -p /dev/dri && mount -t tmpfs none /dev/dri && exec "$@"',
-                 "sh"] + list(cmd)
+    return ns + ["sh", "-c", 'mount -t tmpfs none /dev/dri && exec "$@"', "sh"] + list(cmd)
 
 
 def run(cmd, env=None, timeout=300):

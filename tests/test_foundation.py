@@ -231,6 +231,37 @@ class NoTracebacks(unittest.TestCase):
             self.assertIn("bench: --tokens A B: two decode lengths", r.stderr)
             self.assertNotIn("==>", r.stdout)
 
+    def test_bench_as_a_user_says_it_needs_root_in_one_line(self):
+        """The sid chroot the native llama.cpp runs use needs root: as a user
+        (nobody), bench hk says so before it downloads or mounts anything."""
+        if os.geteuid() != 0:
+            forklib.skip_optional("run as a user already: becoming nobody needs root")
+        with tempfile.TemporaryDirectory() as work:
+            os.chmod(work, 0o777)
+            os.symlink(forklib.PREFIX, os.path.join(work, "prefix"))
+            r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                     forklib.CLI, "bench", "hk"],
+                    env=dict(os.environ, HOME="/nonexistent", MESA_FORK_WORK=work))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertIn("needs root (debootstrap, chroot, bind mounts): run it with sudo",
+                      r.stderr)
+        self.assertNotIn("==>", r.stdout)
+
+    def test_a_work_directory_the_user_cannot_write_is_one_line(self):
+        """A .work/ an earlier run as root made: every verb but deps says
+        what to do, before anything runs."""
+        if os.geteuid() != 0:
+            forklib.skip_optional("run as a user already: becoming nobody needs root")
+        with tempfile.TemporaryDirectory() as work:
+            os.chmod(work, 0o755)
+            r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                     forklib.CLI, "install"], env=dict(os.environ, MESA_FORK_WORK=work))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("is not writable by you (an earlier run as root made it?)", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertNotIn("==>", r.stdout)
+
     def test_a_report_into_a_missing_directory_stops_first(self):
         r = run([forklib.CLI, "report", "--dry", "--output", "/nonexistent/dir/r.md"])
         self.assertEqual(r.returncode, 1)

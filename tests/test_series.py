@@ -308,7 +308,7 @@ class Fetch(unittest.TestCase):
             self.assertTrue(os.path.isdir(os.path.join(tree, ".git", "rebase-apply")))
             r = run([cli, "prepare"], env=env, timeout=600)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("a git am is in progress", r.stderr)
+            self.assertIn("a git am or rebase is in progress", r.stderr)
             self.assertIn("refusing to overwrite it", r.stderr)
             self.assertTrue(os.path.isdir(os.path.join(tree, ".git", "rebase-apply")))
             subjects = subprocess.run(["git", "-C", tree, "log", "--format=%s", "base..HEAD"],

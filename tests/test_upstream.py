@@ -22,24 +22,29 @@ import unittest
 
 import forklib
 import test_hk
-from mesafork import upstream
+from mesafork import testing, upstream
 
 SHIM_LINE = "drm-shim:"
 
 
 def roots():
     """(Target, SidRoot with sid's Mesa) of every architecture under test."""
+    verified = dict(v.split("=", 1) for v in
+                    os.environ.get(testing.UPSTREAM_ENV, "").split())
     out = []
     for arch in forklib.tested_arches():
         t = forklib.target(arch)
         root = upstream.SidRoot(t.fork)
         info = os.path.join(root.root, ".mesa-fork-upstream")
-        if not os.path.exists(info):
-            raise AssertionError("no root with sid's Mesa for %s in %s: 'bin/mesa-fork test' "
-                                 "makes it before the tests run (see its output)"
-                                 % (arch, root.root))
+        if arch not in verified or not os.path.exists(info):
+            raise AssertionError("no root with sid's Mesa for %s verified in this run: "
+                                 "'bin/mesa-fork test' makes and checks it in %s before the "
+                                 "tests run (see its output)" % (arch, root.root))
         with open(info) as f:
             root.version, root.sha256 = f.read().split()
+        if root.version != verified[arch]:
+            raise AssertionError("%s holds %s, but this run verified %s"
+                                 % (info, root.version, verified[arch]))
         out.append((t, root))
     return out
 
@@ -162,3 +167,26 @@ class SidsAnv(unittest.TestCase):
                                      for ty in visible], visible)
                 self.assertNotIn(True, ["HOST_CACHED" in ty and "HOST_COHERENT" in ty
                                         for ty in visible], visible)
+
+
+class CachedDebCheck(unittest.TestCase):
+    """The check of the .deb a root was unpacked from against the index
+    (upstream.verify_cached_deb), on a stand-in root."""
+
+    def test_the_index_sha256_or_nothing(self):
+        import hashlib
+        with tempfile.TemporaryDirectory() as root:
+            cache = os.path.join(root, "var", "cache", "apt", "archives")
+            os.makedirs(cache)
+            with open(os.path.join(cache, "mesa-vulkan-drivers_1%3a2.0-1_amd64.deb"), "wb") as f:
+                f.write(b"the package")
+            good = hashlib.sha256(b"the package").hexdigest()
+            entry = upstream.Index({"Version": "1:2.0-1", "SHA256": good, "Filename": "x"})
+            self.assertEqual(upstream.verify_cached_deb(root, "mesa-vulkan-drivers", "amd64",
+                                                        entry), good)
+            entry.sha256 = hashlib.sha256(b"another package").hexdigest()
+            with self.assertRaises(SystemExit):
+                upstream.verify_cached_deb(root, "mesa-vulkan-drivers", "amd64", entry)
+            entry.version = "1:2.0-2"
+            with self.assertRaises(SystemExit):
+                upstream.verify_cached_deb(root, "mesa-vulkan-drivers", "amd64", entry)

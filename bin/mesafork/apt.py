@@ -71,10 +71,14 @@ def debian_mirror(codename):
     -updates): an entry naming the codename, else one naming an alias
     (stable, testing, unstable, ...), as Debian's own sources may."""
     entries = _configured_debian_uris()
-    for want in ([codename], SUITE_ALIASES):
-        for uri, suite, signed in entries:
-            if suite in want:
-                return uri, signed
+    for uri, suite, signed in entries:
+        if suite == codename:
+            return uri, signed
+    # "stable" is a suite name other archives use too (a browser's, say):
+    # by an alias, only a URI that names Debian.
+    for uri, suite, signed in entries:
+        if suite in SUITE_ALIASES and "debian" in uri.lower():
+            return uri, signed
     die("no apt entry for '%s' (or stable, testing, unstable) in %s: cannot tell which "
         "Debian mirror this machine uses; add one (e.g. 'deb http://deb.debian.org/debian "
         "%s main') and run apt-get update" % (codename, apt_etc(), codename or "stable"))
@@ -106,7 +110,9 @@ def private_state(work, suite, codename, arch=None):
         opts += ["-o", "APT::Architecture=" + arch, "-o", "APT::Architectures=" + arch]
     with step("apt-get update (private state for %s%s, in %s)" % (
             suite, " " + arch if arch else "", rel(root))):
-        run(["apt-get"] + opts + ["update"], quiet=True)
+        # --error-on=any: an index that failed to download (no network, a
+        # mirror mid-sync) is an error, not a warning over stale lists.
+        run(["apt-get"] + opts + ["update", "--error-on=any"], quiet=True)
     return root, opts
 
 
@@ -190,16 +196,19 @@ def apt_offers(pkg):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
-def llvm_version(fork):
+def llvm_version(fork, required=True):
     """The newest LLVM of config/fork.ini [base] llvm_versions (those Mesa
     25.0.7 builds with) of which this machine's apt offers every package
-    the table names for LLVM; dies naming what is missing otherwise."""
+    the table names for LLVM. When none is offered: None, or with required,
+    dies naming what is missing."""
     pkgs = [p for p in distro.deps_table(fork.top)["debian"].packages
             if with_llvm([p], "X") != [p]]
     versions = fork.conf["base"]["llvm_versions"].split()
     for v in versions:
         if all(apt_offers(p) for p in with_llvm(pkgs, v)):
             return v
+    if not required:
+        return None
     die("apt offers no LLVM that Mesa %s builds with (%s) with all of %s; add the suite that "
         "has one (bookworm: main has 15; trixie: 19) and run apt-get update"
         % (fork.conf["base"]["upstream_version"], ", ".join(versions),

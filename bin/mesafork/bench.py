@@ -54,6 +54,10 @@ class Chroot:
         return os.path.join("/usr/libexec", multiarch(self.arch), rel_path)
 
     def ensure(self):
+        if os.geteuid() != 0:
+            die("bench: llama.cpp runs on this machine's build in a Debian sid chroot, which "
+                "needs root (debootstrap, chroot, bind mounts): run it with sudo. The "
+                "upstream column and a cross build's runs (qemu-user) need no root.")
         # The stamp lists what was installed: a chroot made before a package
         # joined SID_PACKAGES gets the new one, not a new debootstrap.
         stamp = os.path.join(self.root, ".mesa-fork-ready")
@@ -233,9 +237,9 @@ def hk_rows(fork, prefix, tokens):
         rows["upstream"] = per_token(
             sid, lambda log: sid.shim_env(prefix, conf, "asahi", ASAHI_SHIM_CAPTURE=log),
             model, tokens)
+    versions = lambda r: {p: r.package_version(p) for p in ("llama.cpp-tools", "libggml0")}
     meta = {"upstream": sid.describe(), "upstream_runs": " ".join(sid.command(["llama-bench"])[:3]),
-            "llama": {p: v for p, v in ((p, chroot.package_version(p))
-                                        for p in ("llama.cpp-tools", "libggml0")) if v}}
+            "llama": versions(chroot), "llama_upstream": versions(sid)}
     return rows, meta
 
 
@@ -296,6 +300,10 @@ def bench_hk(fork, prefix, tokens=(8, 24), arches=None):
     print("upstream: the newest Honeykrisp Debian ships, on the same shim, model and")
     print("tokens: %s," % meta["upstream"])
     print("run as %s ... (its own C library and loader)." % meta["upstream_runs"])
+    if meta["llama_upstream"] != meta["llama"]:
+        print("WARNING: the upstream row ran another llama.cpp (%s): its graph may differ, "
+              "so its figures are not comparable with the others"
+              % ", ".join("%s %s" % kv for kv in sorted(meta["llama_upstream"].items())))
     ratio = lambda a, b: a / b if b else 0
     print("%-34s" % "per token" + "".join("%12s" % l for l in labels) +
           "%11s %11s %11s" % ("fork/stock", "batch/stock", "fork/upstr."))
@@ -560,8 +568,12 @@ def panvk_llama_rows(fork, prefix, ubatches):
     conf = fork.conf
     chroot = llama_root(fork)
     chroot.ensure()
-    sid = sid_root(fork, chroot)
-    has_upstream = os.path.exists(sid.icd("panfrost"))
+    # Debian builds panvk on Arm only: sid's package for another
+    # architecture has none, and no root is made for it.
+    has_upstream = fork.arch in conf["upstream"]["panvk_arches"].split()
+    sid = sid_root(fork, chroot) if has_upstream else None
+    if has_upstream and not os.path.exists(sid.icd("panfrost")):
+        die("%s: sid's %s has no panvk" % (sid.root, conf["upstream"]["package"]))
     os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
     rows = []
     fork_run = lambda knobs: lambda log: chroot_shim_env(prefix, conf, "panfrost",

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from . import cross, series, sources, uapi
+from . import apt, cross, series, sources, uapi
 from .config import BASE_TAG, BRANCH, driver_info_tag, parse_arches
 from .proc import capture, die, rel, run, step, write_if_changed
 
@@ -46,12 +46,25 @@ def machine_files(fork, env):
     a cross build the cross file, its sysroot and the native tools."""
     d = os.path.dirname(fork.build)
     if not fork.cross:
-        return ["--native-file", write_native_file(d)]
+        return ["--native-file", write_native_file(d, llvm_config_entry(fork))]
     cross.ensure_sysroot(fork)
     build_native_tools(fork, env)
     native = write_native_file(d, cross.native_file_entries(fork),
                                "native-for-%s.ini" % fork.arch)
     return ["--native-file", native, "--cross-file", cross.cross_file(fork)]
+
+
+def llvm_config_entry(fork):
+    """The llvm-config of the LLVM `deps` chose from what apt offers
+    (apt.llvm_version), for meson's native file: meson would otherwise take
+    the newest llvm-config installed, which may be an LLVM without the
+    SPIR-V translator Mesa needs. Nothing without apt (install --no-deps):
+    meson searches as it does."""
+    if not shutil.which("apt-cache"):
+        return []
+    v = apt.llvm_version(fork, required=False)
+    path = "/usr/bin/llvm-config-%s" % v
+    return ["llvm-config = '%s'" % path] if v and os.path.exists(path) else []
 
 
 def uapi_include_options(fork):
@@ -288,7 +301,8 @@ def bisect(fork):
         shutil.rmtree(wt, ignore_errors=True)
     series.git(fork, "worktree", "prune")
     series.git(fork, "worktree", "add", "--detach", wt, revs[0])
-    native = ["--native-file", write_native_file(os.path.dirname(fork.build))]
+    native = ["--native-file", write_native_file(os.path.dirname(fork.build),
+                                                 llvm_config_entry(fork))]
     # The options every commit knows: the series adds -Dvulkan-driver-info.
     opts = fork.conf["meson"]["options"].split() + uapi_include_options(fork)
     failed = None

@@ -7,6 +7,7 @@ unit tests under qemu and take mesa_clc, vtn_bindgen and asahi_clc from
 the native build."""
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -132,9 +133,24 @@ def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
     tmp = dest + ".new"
     remove_tree(tmp)
     os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    # As a user, mmdebstrap unpacks in a user namespace of its own, which
+    # needs newuidmap (package uidmap) and a subordinate id range.
+    mode = ["--mode=root"] if os.geteuid() == 0 else ["--mode=unshare"]
+    if os.geteuid() != 0:
+        user = pwd.getpwuid(os.getuid()).pw_name
+        ranges = ""
+        if os.path.exists("/etc/subuid"):
+            with open("/etc/subuid") as f:
+                ranges = f.read()
+        if not shutil.which("newuidmap") or not any(
+                l.split(":")[0] in (user, str(os.getuid())) for l in ranges.splitlines()):
+            die("unpacking %s packages as %s needs newuidmap (package uidmap: 'sudo "
+                "bin/mesa-fork deps') and a subordinate uid range in /etc/subuid and "
+                "/etc/subgid ('sudo usermod --add-subuids 100000-165535 --add-subgids "
+                "100000-165535 %s'), or run as root" % (suite, user, user))
     with step("mmdebstrap: %s %s %s into %s (mirror %s)" % (suite, fork.arch, what,
                                                           rel(dest), uri)):
-        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch] +
+        run(["mmdebstrap", "--variant=extract", "--architectures=" + fork.arch] + mode +
             ["--aptopt=" + o for o in apt_options] +
             (["--skip=cleanup/apt"] if keep_apt else []) +
             ["--include=" + ",".join(pkgs), suite, tmp, uri], quiet=True)

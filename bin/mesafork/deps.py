@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 
-from . import apt, cross, distro
+from . import apt, cross, distro, sources
 from .config import parse_arches
 from .proc import die, run, step
 
@@ -30,12 +30,19 @@ def needed(fork, arch=None):
         distro.refuse(fork, osr)
     base = fork.conf["base"]
     out = []
-    missing = apt.missing_debs(apt.debian_packages(fork))
-    if missing:
-        out.append("install %s" % " ".join(missing))
+    llvm = apt.llvm_version(fork, required=False)
+    if llvm is None:
+        out.append("run apt-get update (apt offers no LLVM Mesa builds with yet)")
+    else:
+        missing = apt.missing_debs(apt.debian_packages(fork, llvm))
+        if missing:
+            out.append("install %s" % " ".join(missing))
     if apt.meson_version() < apt.MESON_MIN:
         out.append("install meson >= %s" % ".".join(map(str, apt.MESON_MIN)))
-    if not apt.apt_has_source(base["package"], base["version"]):
+    # The deb-src entry is for fetch: not needed once the sources are
+    # cached and verified, or when the base is the release tarball.
+    have_sources = sources.uses_upstream(fork) or not sources.verify_debian(fork)
+    if not have_sources and not apt.apt_has_source(base["package"], base["version"]):
         out.append("add deb-src %s and run apt-get update (for %s %s)"
                    % (base["source_suite"], base["package"], base["version"]))
     for a in parse_arches(fork, arch):
@@ -103,7 +110,8 @@ def native_deps(fork, update=False):
     with step("apt sources (deb-src %s%s)" % (
             base["source_suite"], ", bookworm-backports" if codename == "bookworm" else "")):
         changed = apt.ensure_apt_sources(base["source_suite"], codename)
-        if changed or update or not apt.apt_has_source(base["package"], base["version"]):
+        if changed or update or not apt.apt_has_source(base["package"], base["version"]) \
+                or apt.llvm_version(fork, required=False) is None:
             run(["apt-get", "update"], quiet=True)
     missing = apt.missing_debs(apt.debian_packages(fork))
     if apt.meson_version() < apt.MESON_MIN:

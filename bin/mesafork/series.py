@@ -126,12 +126,14 @@ def tree_state(fork):
     when it is what an earlier prepare made and patches/ or the base fetch
     chose has changed since (a pull), 'work' when it holds commits or edits
     patches/ does not."""
-    if os.path.isdir(os.path.join(fork.tree, ".git", "rebase-apply")):
+    if any(os.path.isdir(os.path.join(fork.tree, git(fork, "rev-parse", "--git-path", d)))
+           for d in ("rebase-apply", "rebase-merge")):
         t = rel(fork.tree)
-        return "work", ("a git am is in progress in %s (a patch that did not apply, or an "
-                        "interrupted prepare): finish it with 'git -C %s am --continue' once "
-                        "the patch applies and then 'bin/mesa-fork export', or drop it with "
-                        "'git -C %s am --abort'" % (t, t, t))
+        return "work", ("a git am or rebase is in progress in %s (a patch that did not "
+                        "apply, an interrupted prepare, your own rebase): finish it ('git -C "
+                        "%s am --continue' or 'rebase --continue' once it applies, then the "
+                        "patches after it, then 'bin/mesa-fork export'), or drop it ('am "
+                        "--abort', 'rebase --abort')" % (t, t))
     if git(fork, "status", "--porcelain", "--untracked-files=no"):
         return "work", "uncommitted changes in %s" % rel(fork.tree)
     with tempfile.TemporaryDirectory() as tmp:

@@ -15,9 +15,9 @@ taken as a user gets it:
   executes, so no root privileges and no binfmt are needed) with exactly
   that version, its dependencies, the Vulkan loader, Khronos' validation
   layer and llama.cpp. apt checks every .deb against the signed index as
-  it downloads; the root keeps the downloaded .debs (the cache), and
-  ensure() checks the Mesa .deb's sha256 against the index again on every
-  use. A new version makes a new root.
+  it downloads; the root keeps the downloaded .debs (the cache), and on
+  every use ensure() checks the sha256 of the Mesa .deb the root was
+  unpacked from against the index. A new version makes a new root.
 - How it runs: under qemu-user with the root as its library prefix, this
   machine's architecture included, so that sid's C library and Vulkan
   loader are the ones sid's Mesa was built for. The fork's programs (the
@@ -75,7 +75,8 @@ class Index:
 
 def index(fork):
     """sid's Mesa for fork.arch as the archive's index has it now, or None
-    when the archive cannot be reached."""
+    when apt could not update the index (no network, a mirror mid-sync, a
+    lock held by another run: apt said which above)."""
     c = _conf(fork)
     try:
         _, opts = apt.private_state(fork.work, c["suite"], apt.os_codename(), fork.arch)
@@ -85,6 +86,22 @@ def index(fork):
     if not fields.get("Version") or not fields.get("SHA256"):
         die("%s's index has no %s for %s" % (c["suite"], c["package"], fork.arch))
     return Index(fields)
+
+
+def verify_cached_deb(root, package, arch, entry):
+    """The sha256 of the .deb of package entry.version in root's apt cache
+    (what the root was unpacked from), which must be the index's; dies
+    otherwise."""
+    debs = glob.glob(os.path.join(root, "var", "cache", "apt", "archives",
+                                  "%s_*_%s.deb" % (package, arch)))
+    debs = [d for d in debs if deb_version(d) == entry.version]
+    if not debs:
+        die("%s: no %s %s .deb in its apt cache" % (rel(root), package, entry.version))
+    got = sha256(debs[0])
+    if got != entry.sha256:
+        die("%s: sha256 %s, but the index says %s; the root will be made anew"
+            % (rel(debs[0]), got, entry.sha256))
+    return got
 
 
 def deb_version(name):
@@ -141,25 +158,24 @@ class SidRoot:
                     "root was made before (%s)" % (c["package"], c["suite"], rel(self.root)))
             with open(self._info_path()) as f:
                 self.version, self.sha256 = f.read().split()
-            print("upstream: warning: the archive cannot be reached; using %s %s of the root "
-                  "made before" % (c["package"], self.version))
+            print("upstream: warning: apt could not update %s's index (above); using %s %s "
+                  "of the root made before, not checked against today's index"
+                  % (c["suite"], c["package"], self.version))
             return
+        # The record of a verified root goes first: written again only
+        # once this root is verified, so a failure below leaves none.
+        if os.path.exists(self._info_path()):
+            os.unlink(self._info_path())
         pkgs = PACKAGES + ["%s=%s" % (c["package"], entry.version)]
         # A snapshot mirror serves an expired sid Release file; accept it.
         cross.extract_root(self.fork, c["suite"], pkgs, self.root,
                            "root with %s %s and llama.cpp" % (c["package"], entry.version),
                            apt_options=['Acquire::Check-Valid-Until "false"'], keep_apt=True)
-        debs = glob.glob(os.path.join(self.root, "var", "cache", "apt", "archives",
-                                      "%s_*_%s.deb" % (c["package"], self.arch)))
-        debs = [d for d in debs if deb_version(d) == entry.version]
-        if not debs:
-            die("%s: no %s %s .deb in its apt cache" % (rel(self.root), c["package"],
-                                                        entry.version))
-        got = sha256(debs[0])
-        if got != entry.sha256:
+        try:
+            got = verify_cached_deb(self.root, c["package"], self.arch, entry)
+        except SystemExit:
             os.unlink(os.path.join(self.root, ".mesa-fork-ready"))
-            die("%s: sha256 %s, but %s's index says %s; the root will be made anew"
-                % (rel(debs[0]), got, c["suite"], entry.sha256))
+            raise
         self.version, self.sha256 = entry.version, got
         with open(self._info_path(), "w") as f:
             f.write("%s %s\n" % (self.version, self.sha256))
@@ -190,7 +206,9 @@ class SidRoot:
                "VK_DRIVER_FILES": self.icd(driver),
                "VK_LAYER_PATH": os.path.join(share, "explicit_layer.d"),
                "VK_IMPLICIT_LAYER_PATH": os.path.join(share, "implicit_layer.d"),
-               "LD_PRELOAD": shim_lib(prefix, conf, driver)}
+               "LD_PRELOAD": shim_lib(prefix, conf, driver),
+               # Nothing shared with other Mesa builds' caches in HOME.
+               "MESA_SHADER_CACHE_DISABLE": "true"}
         env.update(shim_env_pairs(conf, driver))
         env.update({k: str(v) for k, v in extra.items()})
         return env
