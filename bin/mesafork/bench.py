@@ -560,7 +560,7 @@ def llama_prefill_peak(runner, shim_env, model, ubatch, fa):
     return ok, peak, why
 
 
-def panvk_llama_rows(fork, prefix, ubatches):
+def panvk_llama_rows(fork, prefix, ubatches, fas=(0, 1)):
     """Per flash-attention setting and micro-batch: the prefill's (ok, peak,
     why) for stock (PANVK_*=0), the fork, and sid's panvk when sid's
     package for fork.arch has it (arm64), else None. Returns the rows and
@@ -581,7 +581,7 @@ def panvk_llama_rows(fork, prefix, ubatches):
     sid_env = lambda log: sid.shim_env(prefix, conf, "panfrost", PAN_SHIM_VM_LOG=log)
     with chroot.mounted():
         _, model = ensure_models(chroot, fork.work)
-        for fa in (0, 1):
+        for fa in fas:
             for ub in ubatches:
                 with step("%s: llama-bench pp1024, ubatch %d, flash attention %s"
                                % (fork.arch, ub, "on" if fa else "off")):
@@ -599,10 +599,10 @@ def panvk_llama_rows(fork, prefix, ubatches):
 UBATCHES = (64, 128, 256, 512, 1024)
 
 
-def bench_panvk_llama(fork, prefix, ubatches=UBATCHES, arches=None):
-    rows, up = panvk_llama_rows(fork, prefix, ubatches)
+def bench_panvk_llama(fork, prefix, ubatches=UBATCHES, arches=None, fas=(0, 1)):
+    rows, up = panvk_llama_rows(fork, prefix, ubatches, fas)
     others = {a: panvk_llama_rows(fork.for_arch(a), fork.for_arch(a).default_prefix,
-                                  ubatches)
+                                  ubatches, fas)
               for a in (arches or []) if a != fork.arch}
     chroot = llama_root(fork)
     cell = lambda r: "n/a" if r is None else ("ok   %5d MiB" % (r[1] >> 20)) if r[0] else \

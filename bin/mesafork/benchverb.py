@@ -12,7 +12,7 @@ from .proc import die
 
 
 def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None,
-               arch=None, ubatch=None):
+               arch=None, ubatch=None, fa=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     if not 0 < tokens[0] < tokens[1] <= 4096:
         die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
@@ -43,4 +43,5 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
         if not no_llama:
             print()
             bench.bench_panvk_llama(fork, prefix, arches=arches,
-                                           **({"ubatches": ubatch} if ubatch else {}))
+                                           **({"ubatches": ubatch} if ubatch else {}),
+                                           **({"fas": tuple(fa)} if fa else {}))
