@@ -674,3 +674,27 @@ class DebianMirror(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BuildTools(unittest.TestCase):
+    def test_an_old_meson_is_missing_and_the_users_path_comes_first(self):
+        """missing_build_tools finds an old meson first on PATH, as the build
+        would run it; build_env keeps the user's PATH ahead of /usr/bin."""
+        from mesafork import build
+        with tempfile.TemporaryDirectory() as tmp:
+            meson = os.path.join(tmp, "meson")
+            with open(meson, "w") as f:
+                f.write("#!/bin/sh\necho 0.63.0\n")
+            os.chmod(meson, 0o755)
+            saved = os.environ["PATH"]
+            os.environ["PATH"] = tmp + ":" + saved
+            try:
+                env = build.build_env(forklib.TOP)
+            finally:
+                os.environ["PATH"] = saved
+            dirs = env["PATH"].split(":")
+            self.assertEqual(dirs[:2], ["/usr/lib/ccache", tmp])
+            self.assertLess(dirs.index(tmp), dirs.index("/usr/bin"))
+            self.assertIn("meson >= 1.1 (found 0.63.0)", distro.missing_build_tools(env))
+            self.assertFalse([m for m in distro.missing_build_tools(build.build_env(forklib.TOP))
+                              if m.startswith("meson")])

@@ -7,13 +7,10 @@ of our own under .work/apt that need no root."""
 import glob
 import os
 import re
-import shutil
 import subprocess
 
 from . import distro
 from .proc import die, rel, run, step
-
-MESON_MIN = (1, 1)
 
 # Tests point this at a directory of their own: the machine's apt
 # configuration is read and written only here.
@@ -172,15 +169,6 @@ def missing_debs(pkgs):
     return missing
 
 
-def meson_version():
-    exe = shutil.which("meson", path="/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
-    if not exe:
-        return (0,)
-    r = subprocess.run([exe, "--version"], stdout=subprocess.PIPE, text=True)
-    return tuple(int(x) for x in re.findall(r"\d+", r.stdout)[:3])
-
-
-# The LLVM of the Debian column is bookworm's 15; trixie has 19, not 15.
 # The LLVM the Debian column of docs/build-deps.md names.
 TABLE_LLVM = "15"
 

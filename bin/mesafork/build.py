@@ -20,9 +20,12 @@ class ConfigureError(Exception):
 
 def build_env(top):
     env = dict(os.environ)
-    # Mesa's generators need Debian's python3 (python3-mako & co.), not a
-    # pyenv or venv interpreter that happens to come first on PATH.
-    env["PATH"] = "/usr/lib/ccache:/usr/bin:/bin:/usr/sbin:/sbin:" + env.get("PATH", "")
+    # ccache's compiler links first; then the user's PATH as it is, the
+    # system's directories only after it. Mesa's generators still get
+    # Debian's python3 (python3-mako & co.), not a pyenv or venv interpreter
+    # that comes first on PATH: meson's native file names it.
+    env["PATH"] = ":".join(["/usr/lib/ccache"] + [p for p in env.get("PATH", "").split(":") if p] +
+                           ["/usr/bin", "/bin", "/usr/sbin", "/sbin"])
     env.setdefault("CCACHE_BASEDIR", top)
     env.setdefault("CCACHE_MAXSIZE", "10G")
     env.setdefault("CCACHE_NOHASHDIR", "1")

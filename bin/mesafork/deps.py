@@ -37,8 +37,8 @@ def needed(fork, arch=None):
         missing = apt.missing_debs(apt.debian_packages(fork, llvm))
         if missing:
             out.append("install %s" % " ".join(missing))
-    if apt.meson_version() < apt.MESON_MIN:
-        out.append("install meson >= %s" % ".".join(map(str, apt.MESON_MIN)))
+    if distro.meson_version() < distro.MESON_MIN:
+        out.append("install meson >= %s" % ".".join(map(str, distro.MESON_MIN)))
     # The deb-src entry is for fetch: not needed once the sources are
     # cached and verified, or when the base is the release tarball.
     have_sources = sources.uses_upstream(fork) or not sources.verify_debian(fork)
@@ -114,7 +114,7 @@ def native_deps(fork, update=False):
                 or apt.llvm_version(fork, required=False) is None:
             run(["apt-get", "update"], quiet=True)
     missing = apt.missing_debs(apt.debian_packages(fork))
-    if apt.meson_version() < apt.MESON_MIN:
+    if distro.meson_version() < distro.MESON_MIN:
         missing.insert(0, "meson/bookworm-backports" if codename == "bookworm" else "meson")
     if not missing:
         print("deps: every package is installed already")
@@ -123,6 +123,6 @@ def native_deps(fork, update=False):
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
         run(["apt-get", "install", "-y", "--no-install-recommends"] + missing,
             env=env, quiet=True)
-    if apt.meson_version() < apt.MESON_MIN:
-        die("meson >= %s is required; found %s" % (".".join(map(str, apt.MESON_MIN)),
-                                                   ".".join(map(str, apt.meson_version()))))
+    if distro.meson_version() < distro.MESON_MIN:
+        die("meson >= %s is required; found %s" % (".".join(map(str, distro.MESON_MIN)),
+                                                   ".".join(map(str, distro.meson_version()))))

@@ -27,6 +27,7 @@ INSTALL_ROW = "install with"
 BUILD_COMMANDS = ("meson", "ninja", "cc", "c++", "pkg-config", "git", "tar", "xz", "flex",
                   "bison", "glslangValidator")
 PYTHON_MODULES = ("mako", "yaml", "ply", "packaging")
+MESON_MIN = (1, 1)
 
 
 class OsRelease:
@@ -199,10 +200,23 @@ def upstream_url(conf):
     return conf["base"]["upstream_url"].rstrip("/") + "/" + upstream_name(conf["base"])
 
 
+def meson_version(path=None):
+    """The version of the meson found on path (default: this process's
+    PATH), (0,) when there is none."""
+    exe = shutil.which("meson", path=path if path is not None else os.environ.get("PATH", ""))
+    if not exe:
+        return (0,)
+    r = subprocess.run([exe, "--version"], stdout=subprocess.PIPE, text=True)
+    return tuple(int(x) for x in re.findall(r"\d+", r.stdout)[:3])
+
+
 def missing_build_tools(env):
     """The commands and Python modules a build needs that are not there,
     looked up in the build's environment."""
     missing = [c for c in BUILD_COMMANDS if not shutil.which(c, path=env["PATH"])]
+    if "meson" not in missing and meson_version(env["PATH"]) < MESON_MIN:
+        missing.append("meson >= %s (found %s)" % (".".join(map(str, MESON_MIN)),
+                                                   ".".join(map(str, meson_version(env["PATH"])))))
     python = shutil.which("python3", path="/usr/bin:" + env["PATH"])
     if not python:
         return missing + ["python3"]
