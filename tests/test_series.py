@@ -112,6 +112,9 @@ def fake_repo(tmp, **sections):
     top = os.path.join(tmp, "repo")
     for d in ("bin", "config"):
         shutil.copytree(os.path.join(forklib.TOP, d), os.path.join(top, d))
+    # The package table the CLI reads (deps, the LLVM meson's native file names).
+    os.makedirs(os.path.join(top, "docs"))
+    shutil.copy(os.path.join(forklib.TOP, "docs", "build-deps.md"), os.path.join(top, "docs"))
     conf = forklib.config()
     for section, keys in sections.items():
         if section in conf and section == "drivers":
