@@ -192,6 +192,11 @@ def cross_file(fork):
         "ar = %s" % q(t + "-ar"),
         "strip = %s" % q(t + "-strip"),
         "pkg-config = 'pkg-config'",
+        # Debian's python3 with python3-mako & co., whatever comes first on
+        # PATH (a pyenv or venv one): find_program('python3') of the host
+        # machine reads it here, not from the native file.
+        "python = '/usr/bin/python3'",
+        "python3 = '/usr/bin/python3'",
         "exe_wrapper = %s" % lst(fork.exe_wrapper),
         "",
         "[properties]",
