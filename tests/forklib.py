@@ -100,8 +100,9 @@ def checks_env(**extra):
     installed = os.path.join(HOST.prefix, "lib", "mesa-fork", os.path.basename(lib))
     shas = [set(re.findall(rb"git-[0-9a-f]{7,}", open(f, "rb").read())) for f in (lib, installed)]
     if not shas[0] or shas[0] != shas[1]:
-        raise AssertionError("%s is of %s, the installed %s of %s: 'bin/mesa-fork test' "
-                             "rebuilds it" % (lib, sorted(shas[0]), installed, sorted(shas[1])))
+        raise AssertionError("%s is of %s, the installed %s of %s: the tree changed since "
+                             "'install'; run 'bin/mesa-fork install', then 'test'"
+                             % (lib, sorted(shas[0]), installed, sorted(shas[1])))
     env = HOST.shim_env(drv, **extra)
     tmp = os.path.join(WORK, "tmp")
     os.makedirs(tmp, exist_ok=True)

@@ -672,9 +672,6 @@ class DebianMirror(unittest.TestCase):
             self.mirror("deb http://m/debian bookworm-updates main\n")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class BuildTools(unittest.TestCase):
     def test_an_old_meson_is_missing_and_the_users_path_comes_first(self):
@@ -698,3 +695,7 @@ class BuildTools(unittest.TestCase):
             self.assertIn("meson >= 1.1 (found 0.63.0)", distro.missing_build_tools(env))
             self.assertFalse([m for m in distro.missing_build_tools(build.build_env(forklib.TOP))
                               if m.startswith("meson")])
+
+
+if __name__ == "__main__":
+    unittest.main()

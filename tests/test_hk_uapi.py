@@ -11,6 +11,7 @@ import struct
 import tempfile
 import unittest
 
+import forklib
 from forklib import WORK, bin_path, build_env, config, run, shim_env
 
 FOUR_GIB = 1 << 32
@@ -369,10 +370,15 @@ class BuildChecks(unittest.TestCase):
     gallium driver (still on the downstream uAPI) is asked for."""
 
     def setup(self, *extra):
+        """meson setup of the Mesa tree as the build runs it: the build's
+        environment and machine files (its native file names Debian's
+        python3), config/fork.ini's options, then extra."""
+        from mesafork import build
         with tempfile.TemporaryDirectory() as tmp:
             opts = config()["meson"]["options"].split()
+            machine = build.machine_files(forklib.HOST.fork, build_env())
             return run(["meson", "setup", os.path.join(tmp, "build"),
-                        os.path.join(WORK, "mesa")] + opts + list(extra),
+                        os.path.join(WORK, "mesa")] + machine + opts + list(extra),
                        env=build_env(), timeout=600)
 
     def test_header_without_the_mainline_uapi(self):

@@ -203,7 +203,9 @@ def upstream_url(conf):
 def meson_version(path=None):
     """The version of the meson found on path (default: this process's
     PATH), (0,) when there is none."""
-    exe = shutil.which("meson", path=path if path is not None else os.environ.get("PATH", ""))
+    # By default the meson deps installs (/usr/bin) before others on PATH.
+    exe = shutil.which("meson", path=path if path is not None else
+                       "/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
     if not exe:
         return (0,)
     r = subprocess.run([exe, "--version"], stdout=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ taken as a user gets it:
   pinned: when sid moves on, the next run uses and prints the new one.
 - Where it runs: a root of sid packages for the architecture,
   .work/chroot/sid-ARCH, unpacked by mmdebstrap's extract variant (nothing
-  executes, so no root privileges and no binfmt are needed) with exactly
+  executes, so no binfmt is needed; it runs as root today) with exactly
   that version, its dependencies, the Vulkan loader, Khronos' validation
   layer and llama.cpp. apt checks every .deb against the signed index as
   it downloads; the root keeps the downloaded .debs (the cache), and on
@@ -158,8 +158,11 @@ class SidRoot:
                     "root was made before (%s)" % (c["package"], c["suite"], rel(self.root)))
             with open(self._info_path()) as f:
                 self.version, self.sha256 = f.read().split()
+            # At least the .deb the root came from is the one verified then.
+            verify_cached_deb(self.root, c["package"], self.arch, Index(
+                {"Version": self.version, "SHA256": self.sha256, "Filename": ""}))
             print("upstream: warning: apt could not update %s's index (above); using %s %s "
-                  "of the root made before, not checked against today's index"
+                  "of the root made before, checked against the index of then, not today's"
                   % (c["suite"], c["package"], self.version))
             return
         # The record of a verified root goes first: written again only
