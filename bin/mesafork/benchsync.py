@@ -13,13 +13,12 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 
 from . import bench, syncval
 from .apt import os_codename
 from .config import stock_knobs
 from .install import fork_env
-from .measure import short_flags
+from .measure import memtypes_facts, short_flags
 from .proc import die, step
 
 SYNCVAL_ENV = {
@@ -249,11 +248,9 @@ def memtype_flags(prefix, conf, knob):
     mesa-fork-memtypes prints them."""
     env = fork_env(prefix, conf, shim="intel")
     env["ANV_CACHED_COHERENT"] = knob
-    r = subprocess.run([os.path.join(prefix, "bin", "mesa-fork-memtypes")], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    facts = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-    if r.returncode != 0 or not facts:
-        die("bench anv: mesa-fork-memtypes failed: %s" % r.stderr[-1000:])
+    facts, err = memtypes_facts([os.path.join(prefix, "bin", "mesa-fork-memtypes")], env)
+    if not facts:
+        die("bench anv: mesa-fork-memtypes failed: %s" % err[-1000:])
     return {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
 
 
