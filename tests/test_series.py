@@ -222,6 +222,130 @@ class ExportKeepsPatches(unittest.TestCase):
             self.assertEqual(sorted(os.listdir(patches)), ["0001-fake-kept.patch"])
 
 
+def commit_tree(tree, commits):
+    """Commits (subject, {path: text}, Forwarded trailer or None) on top of
+    the tree's current branch."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="A U Thor", GIT_AUTHOR_EMAIL="author@example.org",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    for subject, files, fwd in commits:
+        for path, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(tree, path)), exist_ok=True)
+            with open(os.path.join(tree, path), "w") as f:
+                f.write(text)
+        subprocess.run(["git", "-C", tree, "add", "-A"], env=env, check=True)
+        msg = subject + "\n\nWhy it matters.\n" + ("\nForwarded: %s\n" % fwd if fwd else "")
+        subprocess.run(["git", "-C", tree, "commit", "-qF", "-"], input=msg, text=True, env=env,
+                       check=True)
+
+
+class ExportUpstream(unittest.TestCase):
+    """`export --upstream DIR`: the patches marked 'Forwarded: no', in
+    Mesa's style, on the prerequisites, without the shim scaffolding."""
+
+    SERIES = [
+        ("util: add a helper", {"src/util/helper.c": "int helper;\n"}, "no"),
+        ("fake/drm-shim: model the kernel", {"src/drm-shim/model.c": "model v1\n"},
+         "not-needed"),
+        ("hk: use the helper", {"src/asahi/vulkan/hk.c": "helper();\n"}, "no"),
+        ("asahi: backport what main has", {"src/asahi/lib/port.c": "port\n"}, "not-needed"),
+        ("hk: fix the port", {"src/asahi/lib/port.c": "port, fixed\n"}, "no"),
+        ("fake/drm-shim: model more", {"src/drm-shim/model.c": "model v2\n"}, "not-needed"),
+    ]
+
+    def _repo(self, tmp, commits):
+        cli = fake_repo(tmp, upstream_mr={"scaffolding": "src/drm-shim/"})
+        work = os.path.join(tmp, "work")
+        tree = os.path.join(work, "mesa")
+        fake_mesa_tree(tree)
+        commit_tree(tree, commits)
+        return cli, dict(os.environ, MESA_FORK_WORK=work), tree
+
+    def test_merge_request_series(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, tree = self._repo(tmp, self.SERIES)
+            out = os.path.join(tmp, "mr")
+            r = run([cli, "export", "--upstream", out], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(sorted(os.listdir(out)), [
+                "0001-util-add-a-helper.patch", "0002-hk-use-the-helper.patch",
+                "0003-hk-fix-the-port.patch", "README.md", "prerequisites", "series"])
+            self.assertEqual(os.listdir(os.path.join(out, "prerequisites")),
+                             ["0001-asahi-backport-what-main-has.patch"])
+            order = [l for l in open(os.path.join(out, "series")).read().splitlines()
+                     if not l.startswith("#")]
+            self.assertEqual(order, ["0001-util-add-a-helper.patch", "0002-hk-use-the-helper.patch",
+                                     "prerequisites/0001-asahi-backport-what-main-has.patch",
+                                     "0003-hk-fix-the-port.patch"])
+            for name in order:
+                text = open(os.path.join(out, name)).read()
+                self.assertNotIn("Forwarded:", text, name)
+                self.assertNotIn("Last-Update:", text, name)
+                self.assertIn("From: A U Thor <author@example.org>", text)
+                self.assertIn("Why it matters.", text)
+            readme = open(os.path.join(out, "README.md")).read()
+            self.assertIn("- fake/drm-shim: model the kernel", readme)
+            self.assertIn("- fake/drm-shim: model more", readme)
+            # The branch bisect --upstream builds: no scaffolding in it.
+            git = lambda *a: subprocess.run(["git", "-C", tree] + list(a), capture_output=True,
+                                            text=True, check=True).stdout
+            subjects = git("log", "--reverse", "--format=%s", "base..upstream-mr").splitlines()
+            self.assertEqual(subjects, ["util: add a helper", "hk: use the helper",
+                                        "asahi: backport what main has", "hk: fix the port"])
+            self.assertNotIn("src/drm-shim/model.c", git("ls-tree", "-r", "--name-only",
+                                                         "upstream-mr"))
+            # The series applies with git am on the base, in its order, and
+            # gives the branch's tree.
+            git("worktree", "add", "-q", "--detach", os.path.join(tmp, "am"), "base")
+            am = subprocess.run(["git", "-C", os.path.join(tmp, "am"), "am", "-q"] +
+                                [os.path.join(out, n) for n in order], capture_output=True,
+                                text=True, env=dict(os.environ, GIT_COMMITTER_NAME="t",
+                                                    GIT_COMMITTER_EMAIL="t@t"))
+            self.assertEqual(am.returncode, 0, am.stderr)
+            self.assertEqual(git("-C", os.path.join(tmp, "am"), "rev-parse", "HEAD^{tree}"),
+                             git("rev-parse", "upstream-mr^{tree}"))
+            # Again: the same files, the branch the same commits.
+            first = {n: open(os.path.join(out, n)).read() for n in order}
+            head = git("rev-parse", "upstream-mr")
+            r = run([cli, "export", "--upstream", out], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual({n: open(os.path.join(out, n)).read() for n in order}, first)
+            self.assertEqual(git("rev-parse", "upstream-mr"), head)
+
+    def test_a_commit_without_forwarded_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, _ = self._repo(tmp, self.SERIES[:1] +
+                                     [("hk: unmarked", {"src/a.c": "a\n"}, None)])
+            r = run([cli, "export", "--upstream", os.path.join(tmp, "mr")], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+            self.assertIn("hk: unmarked (Forwarded: '')", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "mr")))
+
+    def test_a_patch_on_the_scaffolding_is_refused(self):
+        """A merge-request patch that changes a shim file the series left
+        out cannot be cut; export says which and leaves no cherry-pick
+        behind."""
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, tree = self._repo(tmp, self.SERIES[:2] + [
+                ("hk: also touch the shim", {"src/drm-shim/model.c": "model v1, and hk\n"},
+                 "no")])
+            r = run([cli, "export", "--upstream", os.path.join(tmp, "mr")], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("'hk: also touch the shim' does not apply without the scaffolding "
+                          "left out (fake/drm-shim: model the kernel)", r.stderr)
+            wt = subprocess.run(["git", "-C", tree, "worktree", "list"], capture_output=True,
+                                text=True).stdout
+            self.assertEqual(len(wt.splitlines()), 1, wt)
+
+    def test_bisect_upstream_needs_the_branch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, _ = self._repo(tmp, self.SERIES[:1])
+            r = run([cli, "bisect", "--upstream"], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("no branch upstream-mr; run 'bin/mesa-fork export --upstream DIR' "
+                          "first", r.stderr)
+
+
 class Fetch(unittest.TestCase):
     def _work_with_cache(self, tmp):
         cache = os.path.join(tmp, "cache")

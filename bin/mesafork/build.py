@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from . import apt, cross, series, sources, uapi
+from . import apt, cross, series, sources, uapi, upstreaming
 from .config import BASE_TAG, BRANCH, driver_info_tag, parse_arches
 from .proc import capture, die, rel, run, step, write_if_changed
 
@@ -289,16 +289,18 @@ def bisect_commit(fork, wt, bdir, native, opts, env):
     return None
 
 
-def bisect(fork):
-    """Build every commit of the series and run the unit suites (bisectability)."""
+def bisect(fork, upstream=False):
+    """Build every commit of the series (with upstream, of the merge-request
+    branch) and run the unit suites (bisectability)."""
     if not series.tree_is_prepared(fork):
         die("bisect: run 'bin/mesa-fork prepare' first")
     env = build_env(fork.top)
     wt = os.path.join(fork.work, "bisect", "tree")
     bdir = os.path.join(fork.work, "bisect", "build")
-    revs = series.series_revs(fork)
+    revs = upstreaming.upstream_revs(fork) if upstream else series.series_revs(fork)
     if not revs:
-        die("bisect: branch %s has no commits above '%s'" % (BRANCH, BASE_TAG))
+        die("bisect: branch %s has no commits above '%s'"
+            % (upstreaming.UPSTREAM_BRANCH if upstream else BRANCH, BASE_TAG))
     if os.path.exists(wt):
         series.git(fork, "worktree", "remove", "--force", wt, check=False)
         shutil.rmtree(wt, ignore_errors=True)

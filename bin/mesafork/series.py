@@ -16,13 +16,13 @@ from .config import BASE_TAG, BRANCH
 from .proc import die, rel, run, step
 
 
-def git(fork, *args, cwd=None, capture=True, check=True, env=None, raw=False):
-    """Run git in the tree (or cwd); with capture, return its output
-    (stripped unless raw), else whether it succeeded."""
+def git(fork, *args, cwd=None, capture=True, check=True, env=None, raw=False, stdin=None):
+    """Run git in the tree (or cwd), with stdin as its input; with capture,
+    return its output (stripped unless raw), else whether it succeeded."""
     cwd = cwd or fork.tree
     if capture:
         r = subprocess.run(["git"] + list(args), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+                           stderr=subprocess.PIPE, text=True, input=stdin)
         if r.returncode != 0:
             if check:
                 die("git %s failed: %s" % (" ".join(args), r.stderr.strip()))
