@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Run every test mesa-fork has and end with one line: 'N passed, N failed'.
 

@@ -244,7 +244,7 @@ class NoTracebacks(unittest.TestCase):
                     env=dict(os.environ, HOME="/nonexistent", MESA_FORK_WORK=work))
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertNotIn("Traceback", r.stderr)
-        self.assertIn("needs root (debootstrap, chroot, bind mounts): run it with sudo",
+        self.assertIn("needs root (mmdebstrap, chroot, bind mounts): run it with sudo",
                       r.stderr)
         self.assertNotIn("==>", r.stdout)
 

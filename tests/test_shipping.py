@@ -282,14 +282,18 @@ class DebianSourcePackage(unittest.TestCase):
 
     def checkbuilddeps(self, chroot, verb, *options):
         """dpkg-checkbuilddeps on our debian/control in the build chroot
-        .work/chroot/<suite><chroot>, once per options (a list each)."""
+        .work/chroot/<suite><chroot>, which `bin/mesa-fork <verb>
+        --prepare-only` makes (as `deb` does, build dependencies
+        installed), once per options (a list each)."""
         c = forklib.config()
         root = os.path.join(forklib.WORK, "chroot", "%s%s" % (c["deb"]["suite"], chroot))
-        if not os.path.exists(os.path.join(root, ".mesa-fork-ready")):
-            forklib.skip_optional("no build chroot %s: 'bin/mesa-fork %s' makes it"
-                                  % (root, verb))
         if os.geteuid() != 0:
-            forklib.skip_optional("chroot needs root")
+            forklib.skip_optional("mmdebstrap and chroot need root")
+        env = dict(os.environ, DEBEMAIL=self.MAINTAINER, MESA_FORK_WORK=forklib.WORK)
+        r = run([forklib.CLI] + verb.split() + ["--prepare-only"], env=env, timeout=2400)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
+        self.assertIn("deb: build chroot %s ready" % os.path.relpath(root, forklib.TOP),
+                      r.stdout)
         with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
             shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
             inside = os.path.join("/tmp", os.path.basename(tmp), "control")

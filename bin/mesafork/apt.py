@@ -81,6 +81,17 @@ def debian_mirror(codename):
         "%s main') and run apt-get update" % (codename, apt_etc(), codename or "stable"))
 
 
+def security_mirror():
+    """(uri, signed-by) of the Debian security archive this machine uses:
+    its entry for a '-security' suite (Debian's security updates come from
+    their own archive, which a mirror of the main one need not carry), or
+    None when it has none."""
+    for uri, suite, signed in _configured_debian_uris():
+        if suite.endswith("-security"):
+            return uri, signed
+    return None
+
+
 def private_state(work, suite, codename, arch=None):
     """A private apt state for one suite (and with arch, that architecture)
     under .work/apt, from the mirror this machine uses, updated now: the

@@ -2,7 +2,6 @@
 """`mesa-fork bench`: side-by-side measurements, stock vs fork, same build,
 one run. Nothing here is a test: it prints figures and ratios."""
 
-import contextlib
 import json
 import os
 import re
@@ -10,13 +9,11 @@ import shutil
 import subprocess
 import tempfile
 
-from . import upstream
+from . import chroot, upstream
 from .apt import debian_mirror, os_codename
-from .config import host_arch, stock_knobs
+from .config import host_arch, multiarch, stock_knobs
 from .install import fork_env, icd_json, shim_env_pairs, shim_lib
-from .proc import die, rel, run, step
-from .config import multiarch
-from .proc import remove_tree
+from .proc import die, step
 
 # Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), printed for
 # comparison, never combined with the shim's counts into a time. Cited, not
@@ -37,16 +34,15 @@ SID_PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan",
                 "vulkan-validationlayers"]
 
 
-class Chroot:
-    """A Debian sid chroot with llama.cpp, made once with debootstrap and
+class Chroot(chroot.Chroot):
+    """A Debian sid chroot with llama.cpp, made once with mmdebstrap and
     cached in .work/chroot/sid; the fork's .work is bind-mounted at the same
     path so the drivers and shims built on the host load inside it."""
 
     def __init__(self, work, codename):
+        super().__init__(os.path.join(work, "chroot", "sid"), [(work, work)])
         self.work = work
-        self.root = os.path.join(work, "chroot", "sid")
         self.codename = codename
-        self.mounts = []
         self.arch = host_arch()
 
     def libexec(self, rel_path):
@@ -56,59 +52,18 @@ class Chroot:
     def ensure(self):
         if os.geteuid() != 0:
             die("bench: llama.cpp runs on this machine's build in a Debian sid chroot, which "
-                "needs root (debootstrap, chroot, bind mounts): run it with sudo. The "
+                "needs root (mmdebstrap, chroot, bind mounts): run it with sudo. The "
                 "upstream column and a cross build's runs (qemu-user) need no root.")
-        # The stamp lists what was installed: a chroot made before a package
-        # joined SID_PACKAGES gets the new one, not a new debootstrap.
-        stamp = os.path.join(self.root, ".mesa-fork-ready")
-        want = "\n".join(sorted(SID_PACKAGES)) + "\n"
-        if os.path.exists(stamp) and open(stamp).read() == want:
-            return
-        if not shutil.which("debootstrap"):
-            with step("apt-get install debootstrap"):
-                run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-                         env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
-        uri, _ = debian_mirror(self.codename)
-        if not os.path.exists(os.path.join(self.root, "usr", "bin", "apt-get")):
-            with step("debootstrap sid into %s (mirror %s)" % (rel(self.root), uri)):
-                remove_tree(self.root)
-                run(["debootstrap", "--variant=minbase", "sid", self.root, uri], quiet=True)
-        with self.mounted():
-            # A snapshot mirror serves an expired sid Release file; accept it.
-            apt = ["apt-get", "-o", "Acquire::Check-Valid-Until=false"]
-            with step("install llama.cpp and its Vulkan backend in the chroot"):
-                self.run_in(apt + ["update"], quiet=True)
-                self.run_in(apt + ["install", "-y", "--no-install-recommends"] + SID_PACKAGES,
-                            quiet=True, env={"DEBIAN_FRONTEND": "noninteractive"})
-        with open(stamp, "w") as f:
-            f.write(want)
+        uri, signed = debian_mirror(self.codename)
+        # A snapshot mirror serves an expired sid Release file: accepted.
+        super().ensure("sid", "minbase",
+                       chroot.sources_list(uri, ["sid"], signed or chroot.DEBIAN_KEYRING),
+                       SID_PACKAGES, self.arch,
+                       apt_options=["Acquire::Check-Valid-Until=false"])
 
     def package_version(self, package):
         """The installed version of one of the chroot's packages, or None."""
         return upstream.dpkg_status_version(self.root, package)
-
-    @contextlib.contextmanager
-    def mounted(self):
-        inside = os.path.join(self.root, self.work.lstrip("/"))
-        os.makedirs(inside, exist_ok=True)
-        try:
-            for src, dst in (("/proc", "proc"), ("/dev", "dev"), (self.work, inside)):
-                dst = os.path.join(self.root, dst)
-                subprocess.run(["mount", "--bind", src, dst], check=True)
-                self.mounts.append(dst)
-            shutil.copyfile("/etc/resolv.conf", os.path.join(self.root, "etc", "resolv.conf"))
-            yield self
-        finally:
-            for m in reversed(self.mounts):
-                subprocess.run(["umount", "-l", m])
-            self.mounts = []
-
-    def run_in(self, cmd, env=None, quiet=False, capture=False):
-        full = ["chroot", self.root, "env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-                "HOME=/root"] + ["%s=%s" % kv for kv in (env or {}).items()] + cmd
-        if capture:
-            return subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        run(full, quiet=quiet)
 
 
 def llama_root(fork):

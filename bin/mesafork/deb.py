@@ -3,13 +3,17 @@
 makes, built the way a Debian packager builds them, and the fork's
 mesa-vulkan-drivers shown working from the system ICD path.
 
-Two chroots made with debootstrap and cached under .work/chroot/ (a stamp
-in each records what it holds; a changed list redoes the setup):
+Two chroots made with mmdebstrap (bin/mesafork/chroot.py) and cached under
+.work/chroot/ (a stamp in each records what it was made from; a change
+makes it again), with the host's Debian mirror and its security archive:
   <suite>-build  buildd variant, plus ccache and lintian; build
                  dependencies come from `apt-get build-dep` on our .dsc,
                  the kernel headers from <backports>, whose
                  <drm/asahi_drm.h> must equal the pinned one of
-                 config/fork.ini [asahi_uapi];
+                 config/fork.ini [asahi_uapi]. Only apt runs as root
+                 there: dpkg-source, dpkg-buildpackage and lintian (on the
+                 .changes and on the .dsc) run as the user `builder`,
+                 with the uid of the owner of .work;
   <suite>-base   minbase plus vulkan-tools and the Khronos validation
                  layer, never changed after it is made: each run copies it
                  to <suite>-test and installs the packages just built there.
@@ -19,7 +23,6 @@ the ones `mesa-fork install` built on the host; they are copied into the
 test chroot.
 """
 
-import contextlib
 import glob
 import os
 import re
@@ -28,6 +31,7 @@ import subprocess
 import time
 
 from . import apt, cross, debian, distro, uapi
+from .chroot import DEBIAN_KEYRING as KEYRING, PATH, Chroot, sources_list
 from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
 from .proc import die, fmt_time, rel, remove_tree, run, step
@@ -36,98 +40,30 @@ from .sources import sha256
 INSIDE = "/srv/mesa-fork"
 CCACHE_INSIDE = "/srv/ccache"
 SHIMS_INSIDE = "/opt/mesa-fork-shim"
-KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# The unprivileged user the package build and lintian run as, in the build
+# chroot; its uid when .work belongs to root.
+BUILD_USER = "builder"
+FALLBACK_BUILD_UID = 2000
 
 
-class Chroot:
-    """A debootstrapped Debian tree at root, with bind mounts while in
-    mounted()."""
-
-    def __init__(self, root, binds=()):
-        self.root = root
-        self.binds = list(binds)
-
-    def ensure(self, suite, variant, mirror, sources, packages, foreign=()):
-        """debootstrap once, then the foreign architectures, the apt sources
-        and packages; the stamp lists all of it, so a changed list redoes
-        only the apt part."""
-        stamp = os.path.join(self.root, ".mesa-fork-ready")
-        want = "suite %s\nvariant %s\nmirror %s\n%s\npackages %s\n" % (
-            suite, variant, mirror, sources, " ".join(sorted(packages)))
-        if foreign:
-            want += "foreign %s\n" % " ".join(foreign)
-        if os.path.exists(stamp) and open(stamp).read() == want:
-            return
-        if not shutil.which("debootstrap"):
-            with step("apt-get install debootstrap"):
-                run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-                    env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), quiet=True)
-        done = os.path.join(self.root, ".mesa-fork-debootstrap")
-        if not os.path.exists(done):
-            with step("debootstrap --variant=%s %s into %s (mirror %s)"
-                      % (variant, suite, rel(self.root), mirror)):
-                remove_tree(self.root)
-                os.makedirs(os.path.dirname(self.root), exist_ok=True)
-                run(["debootstrap", "--variant=" + variant, suite, self.root, mirror],
-                    quiet=True)
-                open(done, "w").close()
-        with open(os.path.join(self.root, "etc", "apt", "sources.list"), "w") as f:
-            f.write(sources)
-        with self.mounted():
-            for arch in foreign:
-                self.run_in(["dpkg", "--add-architecture", arch], quiet=True)
-            with step("apt-get install in %s: %s" % (rel(self.root), " ".join(packages))):
-                self.run_in(["apt-get", "update"], quiet=True)
-                self.apt_install(packages)
-        with open(stamp, "w") as f:
-            f.write(want)
-
-    def apt_install(self, packages, *extra):
-        self.run_in(["apt-get", "install", "-y", "--no-install-recommends"] + list(extra) +
-                    list(packages), quiet=True)
-
-    @contextlib.contextmanager
-    def mounted(self):
-        mounts = []
-        try:
-            for src, dst in [("/proc", "/proc"), ("/dev", "/dev"), ("/dev/pts", "/dev/pts")] + \
-                    self.binds:
-                path = os.path.join(self.root, dst.lstrip("/"))
-                os.makedirs(path, exist_ok=True)
-                r = subprocess.run(["mount", "--bind", src, path])
-                if r.returncode != 0:
-                    die("deb: cannot bind-mount %s at %s (run as root)" % (src, path))
-                mounts.append(path)
-            shutil.copyfile("/etc/resolv.conf", os.path.join(self.root, "etc", "resolv.conf"))
-            yield self
-        finally:
-            for m in reversed(mounts):
-                subprocess.run(["umount", "-l", m])
-
-    def command(self, cmd, env=None, cwd="/"):
-        """cmd inside the chroot with only PATH, HOME, LANG and env set."""
-        return ["chroot", self.root, "env", "-i", "PATH=" + PATH, "HOME=/root",
-                "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"] + \
-            ["%s=%s" % kv for kv in (env or {}).items()] + \
-            ["sh", "-c", 'cd "$0" && exec "$@"', cwd] + cmd
-
-    def run_in(self, cmd, env=None, cwd="/", quiet=False):
-        run(self.command(cmd, env, cwd), quiet=quiet)
-
-    def capture(self, cmd, env=None, cwd="/"):
-        return subprocess.run(self.command(cmd, env, cwd), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+def deb_sources(fork, mirror, suites):
+    """The chroots' apt sources: suites from the host's Debian mirror, and
+    <suite>-security from the security archive the host uses (none when
+    the host has none, said once)."""
+    suite = fork.conf["deb"]["suite"]
+    sec = apt.security_mirror()
+    if sec is None:
+        print("deb: this machine's apt has no -security entry; the chroots get no %s-security "
+              "either (add Debian's security archive to take its updates)" % suite)
+    return sources_list(mirror, suites, KEYRING,
+                               (sec[0], "%s-security" % suite) if sec else None)
 
 
-def sources_list(mirror, suite, extra=()):
-    lines = ["deb [signed-by=%s] %s %s main" % (KEYRING, mirror, s)
-             for s in (suite, "%s-updates" % suite) + tuple(extra)]
-    security = mirror.rstrip("/")
-    if security.endswith("/debian"):
-        lines.append("deb [signed-by=%s] %s-security %s-security main"
-                     % (KEYRING, security, suite))
-    return "\n".join(lines) + "\n"
+def build_uid(fork):
+    """The build user's uid: the owner of .work when that is not root (so
+    that what the build writes there stays theirs), else a fixed one."""
+    owner = os.stat(fork.work).st_uid
+    return owner if owner != 0 else FALLBACK_BUILD_UID
 
 
 def inside(work_deb, path):
@@ -135,14 +71,23 @@ def inside(work_deb, path):
     return os.path.join(INSIDE, os.path.relpath(path, work_deb))
 
 
-def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=None):
+def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=None,
+                   prepare_only=False):
     """dpkg-source -x, build-dep, dpkg-buildpackage -B (with host_arch, a
     cross build: -a host_arch and the cross profile); returns the .changes
-    file and the build time in seconds."""
+    file and the build time in seconds. Only apt runs as root: unpacking
+    and building run as the chroot's build user, as on Debian's buildds."""
     conf = fork.conf["deb"]
     tree_parent = os.path.join(work_deb, "build")
     shutil.rmtree(tree_parent, ignore_errors=True)
     os.makedirs(tree_parent)
+    uid = build_uid(fork)
+    chroot.add_user(BUILD_USER, uid)
+    os.chown(tree_parent, uid, uid)
+    ccache = os.path.join(chroot.root, CCACHE_INSIDE.lstrip("/"))
+    if os.stat(ccache).st_uid != uid:
+        # A cache an earlier, root build filled: handed to the build user.
+        run(["chown", "-R", "%d:%d" % (uid, uid), ccache])
     b = fork.conf["base"]
     tree = os.path.join(tree_parent, "%s-%s" % (b["package"], b["upstream_version"]))
     profiles = [profile] if profile else []
@@ -151,9 +96,10 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         # Debian's build profiles for cross builds: cross always, nocheck
         # because the target's tests cannot run on the build machine.
         profiles = ["cross", "nocheck"] + profiles
-    with step("dpkg-source -x %s (in the build chroot)" % os.path.basename(dsc)):
+    with step("dpkg-source -x %s (in the build chroot, as %s, uid %d)"
+              % (os.path.basename(dsc), BUILD_USER, uid)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
-                      quiet=True)
+                      quiet=True, user=BUILD_USER)
     with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
               % conf["backports"]):
         # A cached build chroot is brought up to date, as sbuild-update does.
@@ -184,6 +130,8 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +
                       (["-P", ",".join(profiles)] if profiles else []) +
                       [inside(work_deb, dsc)], quiet=True)
+    if prepare_only:
+        return None, 0
     log = os.path.join(work_deb, "build.log")
     opts = ["parallel=%d" % jobs] + ([] if check and not host_arch else ["nocheck"])
     cmd = ["nice", "-n", "10", "dpkg-buildpackage", "-B", "-us", "-uc"] + cross + \
@@ -195,12 +143,12 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
         # of those a cross file names; ccache's directory of compiler names
         # (aarch64-linux-gnu-gcc among them) first on PATH does it.
         env["PATH"] = "/usr/lib/ccache:" + PATH
-    what = "%s (DEB_BUILD_OPTIONS=\"%s\"; log %s)" % (" ".join(cmd[3:]), env["DEB_BUILD_OPTIONS"],
-                                                     rel(log))
+    what = "%s as %s (DEB_BUILD_OPTIONS=\"%s\"; log %s)" % (
+        " ".join(cmd[3:]), BUILD_USER, env["DEB_BUILD_OPTIONS"], rel(log))
     t0 = time.monotonic()
     with step(what):
         with open(log, "w") as f:
-            r = subprocess.run(chroot.command(cmd, env, inside(work_deb, tree)),
+            r = subprocess.run(chroot.command(cmd, env, inside(work_deb, tree), user=BUILD_USER),
                                stdout=f, stderr=subprocess.STDOUT)
         if r.returncode != 0:
             with open(log) as f:
@@ -215,30 +163,49 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
     return changes[0], took
 
 
-def lintian_summary(chroot, work_deb, changes):
-    """Runs lintian on the .changes inside the build chroot; prints its
-    tags grouped by severity and returns the counts."""
-    r = chroot.capture(["lintian", "--display-info", "--no-tag-display-limit",
-                        inside(work_deb, changes)])
+LINTIAN_SEVERITIES = {"E": "errors", "W": "warnings", "I": "info", "P": "pedantic",
+                      "X": "experimental", "O": "overridden"}
+
+
+def lintian_tags(text):
+    """lintian's output as ({severity: count}, {(severity, package, tag):
+    count}); a source package's lines name it 'PACKAGE source'."""
     counts, tags = {}, {}
-    for line in r.stdout.splitlines():
-        m = re.match(r"([EWIPXO]): (\S+?)(?: \w+)?: (\S+)", line)
+    for line in text.splitlines():
+        m = re.match(r"([EWIPXO]): (\S+?)(?: (source))?: (\S+)", line)
         if not m:
             continue
+        pkg = m.group(2) + (" source" if m.group(3) else "")
         counts[m.group(1)] = counts.get(m.group(1), 0) + 1
-        key = (m.group(1), m.group(2), m.group(3))
+        key = (m.group(1), pkg, m.group(4))
         tags[key] = tags.get(key, 0) + 1
-    with open(os.path.join(work_deb, "lintian.txt"), "w") as f:
+    return counts, tags
+
+
+def lintian_summary(chroot, work_deb, path, report):
+    """Runs lintian on a .changes or a .dsc inside the build chroot, as
+    the build user; writes its output to work_deb/report, prints its tags
+    grouped by severity and returns the counts."""
+    r = chroot.capture(["lintian", "--display-info", "--tag-display-limit", "0",
+                        inside(work_deb, path)], user=BUILD_USER)
+    counts, tags = lintian_tags(r.stdout)
+    with open(os.path.join(work_deb, report), "w") as f:
         f.write(r.stdout)
-    names = {"E": "errors", "W": "warnings", "I": "info", "P": "pedantic",
-             "X": "experimental", "O": "overridden"}
-    print("lintian %s: %s" % (os.path.basename(changes), ", ".join(
-        "%d %s" % (counts.get(k, 0), v) for k, v in names.items()) or "no tags"))
+    print("lintian %s: %s (%s)" % (os.path.basename(path), ", ".join(
+        "%d %s" % (counts.get(k, 0), v) for k, v in LINTIAN_SEVERITIES.items()),
+        rel(os.path.join(work_deb, report))))
     for (sev, pkg, tag), n in sorted(tags.items()):
         print("  %s: %s: %s%s" % (sev, pkg, tag, " (x%d)" % n if n > 1 else ""))
     if r.returncode not in (0, 1, 2):
         die("deb: lintian did not run (exit %d):\n%s" % (r.returncode, r.stdout[-3000:]))
     return counts
+
+
+def lint(chroot, work_deb, changes, dsc):
+    """lintian on the binary packages of the build and on the source
+    package they were built from."""
+    lintian_summary(chroot, work_deb, changes, "lintian.txt")
+    lintian_summary(chroot, work_deb, dsc, "lintian-source.txt")
 
 
 def deb_fields(path):
@@ -403,8 +370,8 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
     conf = fork.conf["deb"]
     suite = conf["suite"]
     base = Chroot(os.path.join(fork.work, "chroot", "%s-base" % suite))
-    base.ensure(suite, "minbase", mirror, sources_list(mirror, suite),
-                conf["test_packages"].split())
+    base.ensure(suite, "minbase", deb_sources(fork, mirror, [suite, suite + "-updates"]),
+                conf["test_packages"].split(), fork.host_arch)
     test = Chroot(os.path.join(fork.work, "chroot", "%s-test" % suite),
                   [(work_deb, INSIDE)])
     with step("fresh test chroot %s (a copy of %s)" % (rel(test.root), rel(base.root))):
@@ -534,28 +501,31 @@ def last_build(fork, work_deb):
 
 
 def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, prefix=None,
-        arch=None):
+        arch=None, prepare_only=False):
     """Build the binary packages of our source package in a clean trixie
     chroot, lint them, and show mesa-vulkan-drivers working in another.
     With --arch, cross-build them for that architecture and show them under
     qemu-user."""
     if os.geteuid() != 0:
-        die("deb: run as root (debootstrap, chroot and bind mounts need it)")
+        die("deb: run as root (mmdebstrap, chroot and bind mounts need it; the build itself "
+            "runs as an unprivileged user inside the chroot)")
     osr = distro.os_release()
     if not osr.is_debian:
-        die("deb: builds Debian packages with Debian's debootstrap and archive; this is "
+        die("deb: builds Debian packages with Debian's mmdebstrap and archive; this is "
             "%s, not Debian" % osr.describe())
     target = fork.for_arch(arch) if arch and arch != fork.host_arch else None
     if target:
-        return deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix)
+        return deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix,
+                         prepare_only)
     conf = fork.conf["deb"]
     suite = conf["suite"]
     profile = None if full else fork.conf["debsrc"]["profile"]
     prefix = fork.prefix(prefix)
-    if not no_test:
+    if not no_test and not prepare_only:
         host_programs(fork, prefix)
     mirror, _ = apt.debian_mirror(apt.os_codename())
-    work_deb = os.path.join(fork.work, "deb")
+    # --prepare-only unpacks elsewhere: the last build's packages stay.
+    work_deb = os.path.join(fork.work, "deb-prepare" if prepare_only else "deb")
     ccache = os.path.join(fork.work, "ccache-deb")
     os.makedirs(ccache, exist_ok=True)
     src = os.path.join(work_deb, "src")
@@ -569,11 +539,16 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
                                            debian_version(fork.conf)))
     build = Chroot(os.path.join(fork.work, "chroot", "%s-build" % suite),
                    [(work_deb, INSIDE), (ccache, CCACHE_INSIDE)])
-    build.ensure(suite, "buildd", mirror,
-                 sources_list(mirror, suite, [conf["backports"]]),
-                 conf["build_packages"].split())
+    build.ensure(suite, "buildd",
+                 deb_sources(fork, mirror, [suite, suite + "-updates", conf["backports"]]),
+                 conf["build_packages"].split(), fork.host_arch)
     with build.mounted():
-        changes, took = build_packages(fork, build, work_deb, dsc, profile, check, jobs)
+        changes, took = build_packages(fork, build, work_deb, dsc, profile, check, jobs,
+                                       prepare_only=prepare_only)
+        if prepare_only:
+            print("deb: build chroot %s ready, build dependencies installed; not built "
+                  "(--prepare-only)" % rel(build.root))
+            return
         print()
         print("built with %s in %s:" % ("profile " + profile if profile else "no profile",
                                        fmt_time(took)))
@@ -588,7 +563,7 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
         if hits:
             print("ccache (all builds so far): " + "; ".join(hits))
         print()
-        lintian_summary(build, work_deb, changes)
+        lint(build, work_deb, changes, dsc)
     with open(os.path.join(work_deb, "build", "build-time"), "w") as f:
         f.write("%.1f\n" % took)
     return finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test)
@@ -616,7 +591,7 @@ def show_and_judge(took, no_test, show, what, subject):
         die("deb: %s did not come up on its drm-shim" % subject)
 
 
-def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
+def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix, prepare_only=False):
     """deb --arch: the profile's packages cross-built for target.arch in
     their own build chroot (the target added as a foreign architecture,
     Debian's crossbuild-essential), linted, and shown under qemu-user."""
@@ -634,14 +609,15 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
     suite = conf["suite"]
     profile = fork.conf["debsrc"]["profile"]
     prefix = target.prefix(prefix)
-    if not no_test:
+    if not no_test and not prepare_only:
         cross.require_host_tools(target, guest=False)
         if not os.path.exists(os.path.join(prefix, "bin", "mesa-fork-vkcheck")):
             die("deb --arch %s: no %s; run 'bin/mesa-fork install --arch %s' first, or pass "
                 "--prefix (or --no-test)" % (target.arch, rel(os.path.join(
                     prefix, "bin", "mesa-fork-vkcheck")), target.arch))
     mirror, _ = apt.debian_mirror(apt.os_codename())
-    work_deb = os.path.join(fork.work, "deb-%s" % target.arch)
+    work_deb = os.path.join(fork.work, "deb-%s%s" % ("prepare-" if prepare_only else "",
+                                                     target.arch))
     if no_build:
         changes, took = last_build(fork, work_deb)
         print("deb: the %s build of %s, %s" % (target.arch, rel(changes), fmt_time(took)))
@@ -657,18 +633,23 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix):
                        [(work_deb, INSIDE), (ccache, CCACHE_INSIDE)])
         pkgs = conf["build_packages"].split() + \
             conf["cross_build_packages"].replace("{arch}", target.arch).split()
-        build.ensure(suite, "buildd", mirror, sources_list(mirror, suite, [conf["backports"]]),
-                     pkgs, foreign=[target.arch])
+        build.ensure(suite, "buildd",
+                     deb_sources(fork, mirror, [suite, suite + "-updates", conf["backports"]]),
+                     pkgs, fork.host_arch, foreign=[target.arch])
         with build.mounted():
             changes, took = build_packages(fork, build, work_deb, dsc, profile, False, jobs,
-                                           host_arch=target.arch)
+                                           host_arch=target.arch, prepare_only=prepare_only)
+            if prepare_only:
+                print("deb: build chroot %s ready, build dependencies installed; not built "
+                      "(--prepare-only)" % rel(build.root))
+                return
             print()
             print("cross-built for %s with profiles cross,nocheck,%s in %s:"
                   % (target.arch, profile, fmt_time(took)))
             for d in sorted(glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))):
                 print("  %-60s %8d KiB" % (os.path.basename(d), os.path.getsize(d) // 1024))
             print()
-            lintian_summary(build, work_deb, changes)
+            lint(build, work_deb, changes, dsc)
         with open(os.path.join(work_deb, "build", "build-time"), "w") as f:
             f.write("%.1f\n" % took)
     return show_and_judge(

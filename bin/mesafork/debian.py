@@ -192,33 +192,64 @@ def patch_debian_rules(path, tag, asahi_archs, profile, profile_drivers,
         f.write(text)
 
 
+def python3_debian():
+    """python3-debian's deb822 and changelog modules (Debian's own parsers
+    for control files and changelogs), or one line saying how to get them."""
+    try:
+        from debian import changelog, deb822
+    except ImportError:
+        die("debsrc: python3-debian is missing (Debian's parser of control files and "
+            "changelogs): run 'bin/mesa-fork deps', or apt-get install python3-debian")
+    return deb822, changelog
+
+
+def read_control(path):
+    """The paragraphs of a control file (deb822) and the comment lines
+    after the last one, which deb822 does not keep (Debian's ends with a
+    vim modeline)."""
+    deb822, _ = python3_debian()
+    with open(path) as f:
+        text = f.read()
+    lines = text.rstrip("\n").split("\n")
+    tail = []
+    while lines and (lines[-1].startswith("#") or not lines[-1].strip()):
+        tail.insert(0, lines.pop())
+    paragraphs = list(deb822.Deb822.iter_paragraphs("\n".join(lines).split("\n"),
+                                                    use_apt_pkg=False))
+    return paragraphs, tail
+
+
+def write_control(path, paragraphs, tail):
+    with open(path, "w") as f:
+        f.write("\n".join(p.dump() for p in paragraphs))
+        if tail:
+            f.write("\n".join(tail) + "\n")
+
+
 def patch_debian_control(path, profile, libc_min, asahi_archs):
     """Mark the binary packages and build-dependencies the profile does not
     need with Build-Profiles: <!profile>, and require the kernel headers
     with <drm/asahi_drm.h> wherever Honeykrisp is built."""
-    with open(path) as f:
-        stanzas = f.read().split("\n\n")
-    out = []
-    for st in stanzas:
-        lines = st.split("\n")
-        pkg = [l.split(":", 1)[1].strip() for l in lines if l.startswith("Package:")]
-        if lines[0].startswith("Source:"):
-            lines = _profile_build_deps(lines, profile, libc_min, asahi_archs)
-        elif pkg and pkg[0] not in PROFILE_PACKAGES:
-            prof = [i for i, l in enumerate(lines) if l.startswith("Build-Profiles:")]
-            if prof:
-                l = lines[prof[0]]
-                if not l.endswith(">"):
-                    die("debsrc: %s: cannot extend %r" % (pkg[0], l))
-                lines[prof[0]] = l[:-1] + " !%s>" % profile
-            else:
-                arch = [i for i, l in enumerate(lines) if l.startswith("Architecture:")]
-                if not arch:
-                    die("debsrc: debian/control: package %s has no Architecture" % pkg[0])
-                lines.insert(arch[0] + 1, "Build-Profiles: <!%s>" % profile)
-        out.append("\n".join(lines))
-    with open(path, "w") as f:
-        f.write("\n\n".join(out))
+    paragraphs, tail = read_control(path)
+    for p in paragraphs:
+        if "Source" in p:
+            p["Build-Depends"] = "\n".join(_profile_build_deps(
+                p["Build-Depends"].split("\n"), profile, libc_min, asahi_archs))
+            continue
+        pkg = p.get("Package")
+        if pkg is None or pkg in PROFILE_PACKAGES:
+            continue
+        if "Build-Profiles" in p:
+            value = p["Build-Profiles"].strip()
+            if not value.endswith(">"):
+                die("debsrc: %s: cannot extend Build-Profiles: %r" % (pkg, value))
+            p["Build-Profiles"] = value[:-1] + " !%s>" % profile
+        else:
+            if "Architecture" not in p:
+                die("debsrc: debian/control: package %s has no Architecture" % pkg)
+            p["Build-Profiles"] = "<!%s>" % profile
+            p.order_after("Build-Profiles", "Architecture")
+    write_control(path, paragraphs, tail)
 
 
 # Build-dependencies that run on the build machine in a cross build with
@@ -241,8 +272,11 @@ def _is_cross_native(name):
 
 
 def _profile_build_deps(lines, profile, libc_min, asahi_archs):
-    start = lines.index("Build-Depends:")
-    i = start + 1
+    """The Build-Depends value's lines (the first empty: the value starts
+    on the next line) with the profile's annotations and additions."""
+    if not lines or lines[0].strip():
+        die("debsrc: debian/control: Build-Depends does not start on its own line")
+    i = 1
     cross = "<cross %s>" % profile
     while i < len(lines) and lines[i].startswith(" "):
         dep = lines[i].strip().rstrip(",")
@@ -264,6 +298,8 @@ def _profile_build_deps(lines, profile, libc_min, asahi_archs):
             lines.insert(i + 1, " %s %s," % (native, cross))
             i += 1
         i += 1
+    if not lines[i - 1].rstrip().endswith(","):
+        lines[i - 1] = lines[i - 1].rstrip() + ","
     lines[i:i] = [" linux-libc-dev (>= %s) [%s] <!%s>," % (libc_min, " ".join(asahi_archs),
                                                             profile),
                   " linux-libc-dev (>= %s) <%s>," % (libc_min, profile)] + \
@@ -310,37 +346,43 @@ def set_maintainer(path, who):
     """The fork's packager maintains the package, and the Vcs-* fields,
     which name Debian's repository, are dropped. Debian's maintainer is
     named in the changelog entry (XSBC-Original-Maintainer, as Ubuntu keeps
-    it, is a field Debian's lintian does not know)."""
-    with open(path) as f:
-        lines = f.read().split("\n")
-    out, done = [], False
-    for line in lines:
-        if line.startswith("Maintainer:") and not done:
-            out.append("Maintainer: %s" % who)
-            done = line[len("Maintainer:"):].strip()
-        elif line.startswith(("Vcs-Git:", "Vcs-Browser:")):
-            continue
-        else:
-            out.append(line)
-    if not done:
-        die("debsrc: %s has no Maintainer field" % path)
-    with open(path, "w") as f:
-        f.write("\n".join(out))
-    return done
+    it, is a field Debian's lintian does not know). Returns Debian's."""
+    paragraphs, tail = read_control(path)
+    source = paragraphs[0] if paragraphs and "Source" in paragraphs[0] else None
+    if source is None or "Maintainer" not in source:
+        die("debsrc: %s has no Maintainer field in its Source paragraph" % path)
+    debian_maintainer = source["Maintainer"]
+    source["Maintainer"] = who
+    for field in ("Vcs-Git", "Vcs-Browser"):
+        if field in source:
+            del source[field]
+    write_control(path, paragraphs, tail)
+    return debian_maintainer
+
+
+def changelog_items(patches, changes):
+    """The entry's lines: the series, then each change wrapped as dch
+    wraps within 80 columns."""
+    lines = ["  * Apply the mesa-fork series (%d patches):" % len(patches)]
+    lines += ["    - %s" % os.path.basename(p) for p in patches]
+    for c in changes:
+        lines += textwrap.wrap(c, 78, initial_indent="  * ", subsequent_indent="    ")
+    return lines
 
 
 def prepend_changelog(path, package, version, patches, date, who, changes=()):
-    lines = ["%s (%s) UNRELEASED; urgency=medium" % (package, version), "",
-             "  * Apply the mesa-fork series (%d patches):" % len(patches)]
-    for p in patches:
-        lines.append("    - %s" % os.path.basename(p))
-    for c in changes:   # wrapped as dch does, within 80 columns
-        lines += textwrap.wrap(c, 78, initial_indent="  * ", subsequent_indent="    ")
-    lines += ["", " -- %s  %s" % (who, date), "", ""]
+    """A new UNRELEASED entry on top of debian/changelog, written with
+    python3-debian's changelog module. (dch would do it too, but takes
+    the date only from the clock: a reproducible package needs
+    SOURCE_DATE_EPOCH's.)"""
+    _, changelog = python3_debian()
     with open(path) as f:
-        old = f.read()
+        log = changelog.Changelog(f, strict=True)
+    log.new_block(package=package, version=version, distributions="UNRELEASED",
+                  urgency="medium", author=who, date=date,
+                  changes=[""] + changelog_items(patches, changes) + [""])
     with open(path, "w") as f:
-        f.write("\n".join(lines) + old)
+        log.write_to_open_file(f)
 
 
 def debsrc(fork, output=None):

@@ -117,7 +117,7 @@ def pinned_source(conf):
 
 
 
-def headersha256(deb, header):
+def header_sha256(deb, header):
     """The sha256 of usr/include/<header> inside a .deb."""
     tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True, check=True)
     data = subprocess.run(["tar", "-xO", "./usr/include/" + header], input=tar.stdout,
