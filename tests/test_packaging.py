@@ -143,6 +143,8 @@ class ChrootStamp(unittest.TestCase):
         for args in changed:
             self.assertNotEqual(c.stamp_text(*args, foreign=()), base, args)
         self.assertNotEqual(c.stamp_text(*self.ARGS, foreign=("arm64",)), base)
+        self.assertNotEqual(c.stamp_text(*self.ARGS, foreign=(),
+                                         apt_options=['Acquire::Languages "none"']), base)
 
     def test_a_changed_stamp_as_a_user_is_one_line(self):
         if os.geteuid() != 0:
@@ -178,7 +180,10 @@ class BuildChroot(unittest.TestCase):
             with contextlib.redirect_stdout(io.StringIO()):
                 c.ensure(suite, "minbase",
                          chroot.sources_list(mirror, [suite], chroot.DEBIAN_KEYRING), [],
-                         fork.host_arch)
+                         fork.host_arch, apt_options=['Acquire::Languages "none"'])
+            # The apt options stay in the tree for its own apt.
+            conf = os.path.join(c.root, "etc", "apt", "apt.conf.d", "99mmdebstrap")
+            self.assertIn('Acquire::Languages "none"', open(conf).read())
             uid = 4321
             with c.mounted():
                 c.add_user("builder", uid)

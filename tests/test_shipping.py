@@ -44,6 +44,19 @@ class DebianSourcePackage(unittest.TestCase):
         self.assertEqual(self.make.returncode, 0, self.make.stderr)
         self.assertTrue(os.path.exists(self.dsc))
 
+    def test_the_upstream_signature_travels_with_the_tarball(self):
+        """Mesa's signature of the release tarball, which Debian's .dsc
+        lists, is in ours too (lintian: orig-tarball-missing-upstream-signature)."""
+        c = forklib.config()
+        asc = "mesa_%s.orig.tar.xz.asc" % c["base"]["upstream_version"]
+        self.assertTrue(os.path.exists(os.path.join(os.path.dirname(self.dsc), asc)))
+        dsc = open(self.dsc).read()
+        theirs = open(os.path.join(forklib.WORK, "cache", "mesa_%s.dsc" % c["base"]["version"])).read()
+        line = [l for l in theirs.splitlines() if l.endswith(" " + asc) and len(l.split()) == 3 and
+                len(l.split()[0]) == 64]
+        self.assertEqual(len(line), 1)
+        self.assertIn(line[0], dsc)
+
     def test_dpkg_source_applies_debian_and_fork_series(self):
         self.assertEqual(self.unpack.returncode, 0, self.unpack.stderr)
         self.assertNotIn("fuzz", self.unpack.stdout + self.unpack.stderr)

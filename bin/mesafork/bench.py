@@ -59,7 +59,7 @@ class Chroot(chroot.Chroot):
         super().ensure("sid", "minbase",
                        chroot.sources_list(uri, ["sid"], signed or chroot.DEBIAN_KEYRING),
                        SID_PACKAGES, self.arch,
-                       apt_options=["Acquire::Check-Valid-Until=false"])
+                       apt_options=['Acquire::Check-Valid-Until "false"'])
 
     def package_version(self, package):
         """The installed version of one of the chroot's packages, or None."""

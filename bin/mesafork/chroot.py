@@ -41,18 +41,20 @@ class Chroot:
         self.root = root
         self.binds = list(binds)
 
-    def stamp_text(self, suite, variant, sources, packages, arch, foreign):
-        return "mmdebstrap\nsuite %s\nvariant %s\narchitectures %s\n%spackages %s\n" % (
+    def stamp_text(self, suite, variant, sources, packages, arch, foreign, apt_options=()):
+        return "mmdebstrap\nsuite %s\nvariant %s\narchitectures %s\n%spackages %s\n%s" % (
             suite, variant, ",".join([arch] + list(foreign)), sources,
-            " ".join(sorted(packages)))
+            " ".join(sorted(packages)), "".join("apt %s\n" % o for o in apt_options))
 
     def ensure(self, suite, variant, sources, packages, arch, foreign=(), apt_options=()):
         """The tree, made by mmdebstrap unless the stamp says it already
         holds exactly this. sources: sources.list text, which also stays
         in the tree for apt; foreign: architectures added with dpkg
-        --add-architecture; apt_options: for mmdebstrap's apt and the
-        tree's (as /etc/apt/apt.conf.d/99mesa-fork)."""
-        want = self.stamp_text(suite, variant, sources, packages, arch, foreign)
+        --add-architecture; apt_options: apt configuration lines
+        ('Acquire::Check-Valid-Until "false"'), for mmdebstrap's apt and,
+        as mmdebstrap keeps them in /etc/apt/apt.conf.d/99mmdebstrap, the
+        tree's."""
+        want = self.stamp_text(suite, variant, sources, packages, arch, foreign, apt_options)
         stamp = os.path.join(self.root, STAMP)
         if os.path.exists(stamp) and open(stamp).read() == want:
             return False
@@ -77,11 +79,6 @@ class Chroot:
                   % (variant, suite, ",".join([arch] + list(foreign)), rel(self.root),
                      " ".join(packages) or "no extra packages")):
             run(cmd, quiet=True)
-        if apt_options:
-            with open(os.path.join(tmp, "etc", "apt", "apt.conf.d", "99mesa-fork"), "w") as f:
-                for o in apt_options:
-                    key, value = o.split("=", 1)
-                    f.write('%s "%s";\n' % (key, value))
         remove_tree(self.root)
         os.rename(tmp, self.root)
         with open(stamp, "w") as f:

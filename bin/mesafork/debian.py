@@ -385,6 +385,19 @@ def prepend_changelog(path, package, version, patches, date, who, changes=()):
         log.write_to_open_file(f)
 
 
+def check_against_dsc(dsc, paths):
+    """Each of paths has the sha256 that the (verified) .dsc lists for it."""
+    deb822, _ = python3_debian()
+    with open(dsc) as f:
+        listed = {e["name"]: e["sha256"] for e in deb822.Dsc(f).get("Checksums-Sha256", [])}
+    for path in paths:
+        name = os.path.basename(path)
+        if listed.get(name) != sources.sha256(path):
+            die("debsrc: %s is not the file %s lists (sha256 %s, listed %s); run "
+                "'bin/mesa-fork fetch' again" % (rel(path), os.path.basename(dsc),
+                                                  sources.sha256(path), listed.get(name)))
+
+
 def debsrc(fork, output=None):
     """Make a Debian source package: Debian's mesa with our series appended."""
     if sources.verify_debian(fork):
@@ -442,10 +455,16 @@ def debsrc(fork, output=None):
         os.makedirs(out, exist_ok=True)
         with step("dpkg-source -b into %s" % rel(out)):
             orig = sources.debian_file(fork, "orig")
-            shutil.copy(orig, tmp)
+            # Mesa's signature of the release tarball, which Debian's .dsc
+            # lists (and dpkg-source -x checked against it): dpkg-source -b
+            # lists it in ours too when it lies next to the tarball.
+            upstream = [orig] + [orig + ".asc"] * os.path.exists(orig + ".asc")
+            check_against_dsc(dsc_in, upstream[1:])
+            for f in upstream:
+                shutil.copy(f, tmp)
             run(["dpkg-source", "-b", os.path.basename(src)], cwd=tmp, quiet=True)
             for f in glob.glob(os.path.join(tmp, "*%s*" % version)) + \
-                    [os.path.join(tmp, os.path.basename(orig))]:
+                    [os.path.join(tmp, os.path.basename(f)) for f in upstream]:
                 shutil.copy(f, out)
     dsc = os.path.join(out, "%s_%s.dsc" % (b["package"], version))
     print("debsrc: %s" % rel(dsc))
