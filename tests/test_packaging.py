@@ -46,10 +46,11 @@ def sources_dir(tmp, text):
     return etc
 
 
-MAIN = ("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+# Written for this machine's release ({c}), which deb_sources looks for.
+MAIN = ("Types: deb\nURIs: http://mirror.example/debian\nSuites: {c} {c}-updates\n"
         "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
 SECURITY = ("\nTypes: deb\nURIs: http://security-mirror.example/debian-security\n"
-            "Suites: bookworm-security\nComponents: main\n")
+            "Suites: {c}-security\nComponents: main\n")
 
 
 class DebSources(unittest.TestCase):
@@ -60,11 +61,12 @@ class DebSources(unittest.TestCase):
         fork = config.Fork(forklib.TOP)
         with tempfile.TemporaryDirectory() as tmp:
             old = os.environ.get(apt.APT_ETC_ENV)
-            os.environ[apt.APT_ETC_ENV] = sources_dir(tmp, text)
+            codename = apt.os_codename()
+            os.environ[apt.APT_ETC_ENV] = sources_dir(tmp, text.replace("{c}", codename))
             try:
                 out = io.StringIO()
                 with contextlib.redirect_stdout(out):
-                    mirror, _ = apt.debian_mirror("bookworm")
+                    mirror, _ = apt.debian_mirror(codename)
                     lines = deb.deb_sources(fork, mirror, ["trixie", "trixie-updates"])
             finally:
                 if old is None:
@@ -82,6 +84,17 @@ class DebSources(unittest.TestCase):
             "deb %shttp://security-mirror.example/debian-security %s-security main"
             % (key, suite)])
         self.assertEqual(said, "")
+
+    def test_the_hosts_own_release_is_preferred_and_deb_src_ignored(self):
+        text = MAIN + (
+            "\nTypes: deb-src\nURIs: http://src-only.example/debian-security\n"
+            "Suites: {c}-security\nComponents: main\n"
+            "\nTypes: deb\nURIs: http://other.example/debian-security\n"
+            "Suites: another-release-security\nComponents: main\n"
+            "\nTypes: deb\nURIs: http://right.example/debian-security\n"
+            "Suites: {c}-security\nComponents: main\n")
+        lines, _, _ = self.sources(text)
+        self.assertIn("http://right.example/debian-security", lines[-1])
 
     def test_no_security_entry_no_security_suite_and_it_is_said(self):
         lines, said, suite = self.sources(MAIN)
@@ -187,7 +200,15 @@ class BuildChroot(unittest.TestCase):
             uid = 4321
             with c.mounted():
                 c.add_user("builder", uid)
-                c.add_user("builder", uid)   # again: nothing to do
+                keep = os.path.join(c.root, "home", "builder", "kept")
+                open(keep, "w").close()
+                c.add_user("builder", uid)   # again: nothing to do, the home stays
+                self.assertTrue(os.path.exists(keep))
+                # Another name for a uid the tree already gives out: one line.
+                with self.assertRaises(SystemExit), \
+                        contextlib.redirect_stderr(io.StringIO()) as err:
+                    c.add_user("other", uid)
+                self.assertIn("id %d is taken by builder there" % uid, err.getvalue())
                 os.chown(shared, uid, uid)
                 r = c.capture(["sh", "-c", "id -u; id -g; echo $HOME; touch /srv/shared/made; "
                                "touch /etc/mesa-fork-test 2>/dev/null && echo ROOT || "
@@ -273,6 +294,13 @@ class UpstreamClassification(unittest.TestCase):
         self.assertEqual(c("not-needed", ["src/asahi/drm-shim/a.c", "src/asahi/lib/b.c"],
                            self.PREFIXES), upstreaming.PREREQUISITE)
         self.assertEqual(c("not-needed", [], self.PREFIXES), upstreaming.PREREQUISITE)
+        self.assertEqual(c("Not-Needed", ["src/asahi/lib/b.c"], self.PREFIXES, "hk: knob",
+                           ["hk: knob"]), upstreaming.FORK_ONLY)
+        self.assertEqual(c("not-needed", ["src/asahi/lib/b.c"], self.PREFIXES, "hk: other",
+                           ["hk: knob"]), upstreaming.PREREQUISITE)
+        # A merge-request patch stays one even when named as fork-only.
+        self.assertEqual(c("no", ["src/a.c"], self.PREFIXES, "hk: knob", ["hk: knob"]),
+                         upstreaming.MR)
         with self.assertRaises(ValueError):
             c("yes", ["src/a.c"], self.PREFIXES)
 
@@ -283,6 +311,9 @@ class UpstreamClassification(unittest.TestCase):
         msg = "hk: x\n\nBody.\n\nReviewed-by: A <a@b>\nForwarded: no\n"
         self.assertEqual(upstreaming.strip_forwarded(msg),
                          "hk: x\n\nBody.\n\nReviewed-by: A <a@b>\n")
+        msg = "hk: x\n\nThe patch was\nForwarded: upstream long ago.\n\nforwarded: no\n"
+        self.assertEqual(upstreaming.strip_forwarded(msg),
+                         "hk: x\n\nThe patch was\nForwarded: upstream long ago.\n")
 
 
 if __name__ == "__main__":

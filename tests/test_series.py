@@ -248,12 +248,13 @@ class ExportUpstream(unittest.TestCase):
          "not-needed"),
         ("hk: use the helper", {"src/asahi/vulkan/hk.c": "helper();\n"}, "no"),
         ("asahi: backport what main has", {"src/asahi/lib/port.c": "port\n"}, "not-needed"),
+        ("hk: fork-only knob", {"src/asahi/vulkan/knob.c": "knob\n"}, "not-needed"),
         ("hk: fix the port", {"src/asahi/lib/port.c": "port, fixed\n"}, "no"),
         ("fake/drm-shim: model more", {"src/drm-shim/model.c": "model v2\n"}, "not-needed"),
     ]
 
-    def _repo(self, tmp, commits):
-        cli = fake_repo(tmp, upstream_mr={"scaffolding": "src/drm-shim/"})
+    def _repo(self, tmp, commits, left_out=""):
+        cli = fake_repo(tmp, upstream_mr={"scaffolding": "src/drm-shim/", "left_out": left_out})
         work = os.path.join(tmp, "work")
         tree = os.path.join(work, "mesa")
         fake_mesa_tree(tree)
@@ -262,7 +263,7 @@ class ExportUpstream(unittest.TestCase):
 
     def test_merge_request_series(self):
         with tempfile.TemporaryDirectory() as tmp:
-            cli, env, tree = self._repo(tmp, self.SERIES)
+            cli, env, tree = self._repo(tmp, self.SERIES, left_out="hk: fork-only knob")
             out = os.path.join(tmp, "mr")
             r = run([cli, "export", "--upstream", out], env=env)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -279,20 +280,22 @@ class ExportUpstream(unittest.TestCase):
             for name in order:
                 text = open(os.path.join(out, name)).read()
                 self.assertNotIn("Forwarded:", text, name)
-                self.assertNotIn("Last-Update:", text, name)
                 self.assertIn("From: A U Thor <author@example.org>", text)
                 self.assertIn("Why it matters.", text)
             readme = open(os.path.join(out, "README.md")).read()
-            self.assertIn("- fake/drm-shim: model the kernel", readme)
-            self.assertIn("- fake/drm-shim: model more", readme)
+            scaffolding = readme.split("## Left out: test scaffolding")[1].split("## ")[0]
+            self.assertIn("- fake/drm-shim: model the kernel", scaffolding)
+            self.assertIn("- fake/drm-shim: model more", scaffolding)
+            self.assertIn("- hk: fork-only knob", readme.split("## Left out: fork-only")[1])
             # The branch bisect --upstream builds: no scaffolding in it.
             git = lambda *a: subprocess.run(["git", "-C", tree] + list(a), capture_output=True,
                                             text=True, check=True).stdout
             subjects = git("log", "--reverse", "--format=%s", "base..upstream-mr").splitlines()
             self.assertEqual(subjects, ["util: add a helper", "hk: use the helper",
                                         "asahi: backport what main has", "hk: fix the port"])
-            self.assertNotIn("src/drm-shim/model.c", git("ls-tree", "-r", "--name-only",
-                                                         "upstream-mr"))
+            files = git("ls-tree", "-r", "--name-only", "upstream-mr")
+            self.assertNotIn("src/drm-shim/model.c", files)
+            self.assertNotIn("src/asahi/vulkan/knob.c", files)
             # The series applies with git am on the base, in its order, and
             # gives the branch's tree.
             git("worktree", "add", "-q", "--detach", os.path.join(tmp, "am"), "base")
@@ -310,6 +313,14 @@ class ExportUpstream(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual({n: open(os.path.join(out, n)).read() for n in order}, first)
             self.assertEqual(git("rev-parse", "upstream-mr"), head)
+            # A patch the branch no longer sends leaves the directory.
+            git("reset", "-q", "--hard", "HEAD~2")
+            commit_tree(tree, [self.SERIES[5][:2] + ("not-needed",), self.SERIES[6]])
+            r = run([cli, "export", "--upstream", out], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(out, "0003-hk-fix-the-port.patch")))
+            self.assertTrue(os.path.exists(os.path.join(out, "prerequisites",
+                                                        "0002-hk-fix-the-port.patch")))
 
     def test_a_commit_without_forwarded_is_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -331,11 +342,64 @@ class ExportUpstream(unittest.TestCase):
                  "no")])
             r = run([cli, "export", "--upstream", os.path.join(tmp, "mr")], env=env)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("'hk: also touch the shim' does not apply without the scaffolding "
+            self.assertIn("'hk: also touch the shim' does not apply without the commits "
                           "left out (fake/drm-shim: model the kernel)", r.stderr)
             wt = subprocess.run(["git", "-C", tree, "worktree", "list"], capture_output=True,
                                 text=True).stdout
             self.assertEqual(len(wt.splitlines()), 1, wt)
+
+    def test_the_trailer_is_read_in_any_case_and_only_the_trailer_goes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, tree = self._repo(tmp, [], left_out="")
+            env_c = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@a",
+                         GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+            with open(os.path.join(tree, "x.c"), "w") as f:
+                f.write("x\n")
+            subprocess.run(["git", "-C", tree, "add", "-A"], check=True)
+            subprocess.run(["git", "-C", tree, "commit", "-qF", "-"], env=env_c, check=True,
+                           text=True, input="hk: x\n\nThis line of the body says\nForwarded: "
+                           "is a DEP-3 field.\n\nforwarded: no\n")
+            out = os.path.join(tmp, "mr")
+            r = run([cli, "export", "--upstream", out], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            text = open(os.path.join(out, "0001-hk-x.patch")).read()
+            self.assertIn("This line of the body says\nForwarded: is a DEP-3 field.\n---", text)
+            self.assertNotIn("forwarded: no", text)
+
+    def test_a_directory_with_other_files_or_patches_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, tree = self._repo(tmp, self.SERIES[:1])
+            mine = os.path.join(tmp, "outgoing")
+            os.makedirs(mine)
+            with open(os.path.join(mine, "0001-my-own.patch"), "w") as f:
+                f.write("mine\n")
+            for dest in (mine, os.path.join(tmp, "repo", "patches"), tree):
+                r = run([cli, "export", "--upstream", dest], env=env)
+                self.assertEqual(r.returncode, 1, dest + r.stdout + r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+            self.assertEqual(open(os.path.join(mine, "0001-my-own.patch")).read(), "mine\n")
+            # Refused before anything was cut.
+            self.assertEqual(subprocess.run(["git", "-C", tree, "branch", "--list",
+                                             "upstream-mr"], capture_output=True,
+                                            text=True).stdout, "")
+
+    def test_a_left_out_subject_the_branch_lacks_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, _ = self._repo(tmp, self.SERIES, left_out="hk: no such commit")
+            r = run([cli, "export", "--upstream", os.path.join(tmp, "mr")], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("left_out names 'hk: no such commit'", r.stderr)
+
+    def test_bisect_upstream_refuses_a_stale_branch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cli, env, tree = self._repo(tmp, self.SERIES[:1])
+            r = run([cli, "export", "--upstream", os.path.join(tmp, "mr")], env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            commit_tree(tree, [("hk: later", {"src/later.c": "later\n"}, "no")])
+            r = run([cli, "bisect", "--upstream"], env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("was cut from", r.stderr)
+            self.assertIn("run 'bin/mesa-fork export --upstream DIR' again", r.stderr)
 
     def test_bisect_upstream_needs_the_branch(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -307,6 +307,12 @@ class DebianSourcePackage(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
         self.assertIn("deb: build chroot %s ready" % os.path.relpath(root, forklib.TOP),
                       r.stdout)
+        # The source was unpacked by the unprivileged build user, not root.
+        arch = verb.split("--arch ")[1] if "--arch" in verb else None
+        tree = os.path.join(forklib.WORK, "deb-prepare" + ("-" + arch if arch else ""), "build",
+                            "mesa-%s" % c["base"]["upstream_version"])
+        owner = os.stat(forklib.WORK).st_uid
+        self.assertEqual(os.stat(tree).st_uid, owner if owner else 2000)
         with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
             shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
             inside = os.path.join("/tmp", os.path.basename(tmp), "control")

@@ -26,12 +26,14 @@ def os_codename():
 
 
 def _configured_debian_uris():
-    """(uri, suite, signed-by) of the deb entries already configured here."""
+    """(uri, suite, signed-by) of the binary (deb, not deb-src) entries
+    configured here, in the order apt reads them: sources.list, then
+    sources.list.d by name."""
     out = []
     etc = apt_etc()
-    files = glob.glob(os.path.join(etc, "sources.list.d", "*.sources")) + \
-        glob.glob(os.path.join(etc, "sources.list.d", "*.list")) + \
-        [os.path.join(etc, "sources.list")]
+    files = [os.path.join(etc, "sources.list")] + sorted(
+        glob.glob(os.path.join(etc, "sources.list.d", "*.sources")) +
+        glob.glob(os.path.join(etc, "sources.list.d", "*.list")))
     for path in files:
         if os.path.basename(path).startswith("mesa-fork") or not os.path.exists(path):
             continue
@@ -45,14 +47,15 @@ def _configured_debian_uris():
                         continue
                     k, v = line.split(":", 1)
                     fields[k.strip().lower()] = v.strip()
-                if fields.get("enabled", "yes") == "no":
+                if fields.get("enabled", "yes") == "no" or \
+                        "deb" not in fields.get("types", "").split():
                     continue
                 for uri in fields.get("uris", "").split():
                     for suite in fields.get("suites", "").split():
                         out.append((uri, suite, fields.get("signed-by", "")))
         else:
             for line in text.splitlines():
-                m = re.match(r"\s*deb(?:-src)?\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)", line)
+                m = re.match(r"\s*deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)", line)
                 if m:
                     sb = re.search(r"signed-by=(\S+)", m.group(1) or "")
                     out.append((m.group(2), m.group(3), sb.group(1) if sb else ""))
@@ -81,13 +84,18 @@ def debian_mirror(codename):
         "%s main') and run apt-get update" % (codename, apt_etc(), codename or "stable"))
 
 
-def security_mirror():
-    """(uri, signed-by) of the Debian security archive this machine uses:
-    its entry for a '-security' suite (Debian's security updates come from
-    their own archive, which a mirror of the main one need not carry), or
-    None when it has none."""
-    for uri, suite, signed in _configured_debian_uris():
-        if suite.endswith("-security"):
+def security_mirror(codename):
+    """(uri, signed-by) of the Debian security archive this machine uses
+    (Debian's security updates come from their own archive, which a mirror
+    of the main one need not carry): its binary entry for
+    '<codename>-security', else the first for another release's
+    '-security' suite whose URI names Debian; None when it has neither."""
+    entries = [e for e in _configured_debian_uris() if e[1].endswith("-security")]
+    for uri, suite, signed in entries:
+        if suite == codename + "-security":
+            return uri, signed
+    for uri, suite, signed in entries:
+        if "debian" in uri.lower():
             return uri, signed
     return None
 

@@ -51,7 +51,7 @@ def deb_sources(fork, mirror, suites):
     <suite>-security from the security archive the host uses (none when
     the host has none, said once)."""
     suite = fork.conf["deb"]["suite"]
-    sec = apt.security_mirror()
+    sec = apt.security_mirror(apt.os_codename())
     if sec is None:
         print("deb: this machine's apt has no -security entry; the chroots get no %s-security "
               "either (add Debian's security archive to take its updates)" % suite)

@@ -376,8 +376,11 @@ def prepend_changelog(path, package, version, patches, date, who, changes=()):
     the date only from the clock: a reproducible package needs
     SOURCE_DATE_EPOCH's.)"""
     _, changelog = python3_debian()
-    with open(path) as f:
-        log = changelog.Changelog(f, strict=True)
+    try:
+        with open(path) as f:
+            log = changelog.Changelog(f, strict=True)
+    except changelog.ChangelogParseError as e:
+        die("debsrc: python3-debian cannot parse %s: %s" % (path, e))
     log.new_block(package=package, version=version, distributions="UNRELEASED",
                   urgency="medium", author=who, date=date,
                   changes=[""] + changelog_items(patches, changes) + [""])
