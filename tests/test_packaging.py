@@ -186,6 +186,7 @@ class BuildChroot(unittest.TestCase):
         fork = config.Fork(forklib.TOP)
         suite = fork.conf["deb"]["suite"]
         mirror, _ = apt.debian_mirror(apt.os_codename())
+        os.makedirs(os.path.join(forklib.WORK, "tmp"), exist_ok=True)
         shared = tempfile.mkdtemp(dir=os.path.join(forklib.WORK, "tmp"))
         try:
             c = chroot.Chroot(os.path.join(forklib.WORK, "chroot", "%s-test-user" % suite),
