@@ -301,17 +301,12 @@ def bisect(fork, upstream=False):
     if not revs:
         die("bisect: branch %s has no commits above '%s'"
             % (upstreaming.UPSTREAM_BRANCH if upstream else BRANCH, BASE_TAG))
-    if os.path.exists(wt):
-        series.git(fork, "worktree", "remove", "--force", wt, check=False)
-        shutil.rmtree(wt, ignore_errors=True)
-    series.git(fork, "worktree", "prune")
-    series.git(fork, "worktree", "add", "--detach", wt, revs[0])
     native = ["--native-file", write_native_file(os.path.dirname(fork.build),
                                                  llvm_config_entry(fork))]
     # The options every commit knows: the series adds -Dvulkan-driver-info.
     opts = fork.conf["meson"]["options"].split() + uapi_include_options(fork)
     failed = None
-    try:
+    with series.scratch_worktree(fork, wt, revs[0]):
         for n, rev in enumerate(revs, 1):
             subject = series.git(fork, "log", "-1", "--format=%s", rev)
             with step("%d/%d %s" % (n, len(revs), subject)):
@@ -320,8 +315,6 @@ def bisect(fork, upstream=False):
             if failed:
                 failed = (subject,) + failed
                 break
-    finally:
-        series.git(fork, "worktree", "remove", "--force", wt, check=False)
     if failed:
         subject, what, log = failed
         die("bisect: %s fails to %s:\n%s" % (subject, what, log[-3000:]))

@@ -3,6 +3,7 @@
 (the base as one commit tagged 'base', then git am patches/), `mesa-fork
 export` writes the branch back as git mails with DEP-3 fields."""
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -34,6 +35,22 @@ def git(fork, *args, cwd=None, capture=True, check=True, env=None, raw=False, st
             die("git %s failed" % " ".join(args))
         return False
     return True
+
+
+@contextlib.contextmanager
+def scratch_worktree(fork, path, rev):
+    """A detached worktree of the tree at path, checked out at rev (one
+    left there by an interrupted run is replaced), removed afterwards."""
+    if os.path.exists(path):
+        git(fork, "worktree", "remove", "--force", path, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+    git(fork, "worktree", "prune")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    git(fork, "worktree", "add", "--detach", path, rev)
+    try:
+        yield path
+    finally:
+        git(fork, "worktree", "remove", "--force", path, check=False)
 
 
 def fixed_git_env(date):

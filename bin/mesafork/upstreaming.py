@@ -122,15 +122,9 @@ def build_branch(fork):
     base in a scratch worktree; returns [(new rev, subject, kind)]."""
     steps = plan(fork)
     wt = os.path.join(fork.work, "upstream", "tree")
-    if os.path.exists(wt):
-        series.git(fork, "worktree", "remove", "--force", wt, check=False)
-        shutil.rmtree(wt, ignore_errors=True)
-    series.git(fork, "worktree", "prune")
-    os.makedirs(os.path.dirname(wt), exist_ok=True)
-    series.git(fork, "worktree", "add", "--detach", wt, BASE_TAG)
     left_out = [s for _, s, k in steps if k in (SCAFFOLDING, FORK_ONLY)]
     out = []
-    try:
+    with series.scratch_worktree(fork, wt, BASE_TAG):
         for rev, subject, kind in steps:
             if kind in (SCAFFOLDING, FORK_ONLY):
                 continue
@@ -157,8 +151,6 @@ def build_branch(fork):
         series.git(fork, "branch", "-f", UPSTREAM_BRANCH, "HEAD", cwd=wt)
         with open(os.path.join(fork.work, "upstream", CUT_FROM), "w") as f:
             f.write(series.git(fork, "rev-parse", BRANCH) + "\n")
-    finally:
-        series.git(fork, "worktree", "remove", "--force", wt, check=False)
     return out, [(s, k) for _, s, k in steps if k in (SCAFFOLDING, FORK_ONLY)]
 
 
