@@ -2,6 +2,7 @@
 """Shared helpers for mesa-fork's end-to-end tests: paths, environments for
 running a client on one driver's drm-shim, and process helpers."""
 
+import contextlib
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "bin"))
 
-from mesafork import build, config as fork_config, cross, install, sources  # noqa: E402
+from mesafork import build, config as fork_config, cross, install, sources, testing  # noqa: E402
 
 WORK = os.environ.get("MESA_FORK_WORK", os.path.join(TOP, ".work"))
 MESA_BUILD = os.path.join(WORK, "build", "mesa")
@@ -185,3 +186,79 @@ def skip_optional(reason):
     """Skip a test whose prerequisite another verb makes (the build chroot
     of `mesa-fork deb`); the runner reports it as skipped."""
     raise unittest.SkipTest(OPTIONAL_SKIP + reason)
+
+
+class Yardstick:
+    """Debian sid's Mesa for one architecture as `bin/mesa-fork test` found
+    it before the tests (testing.prepare_upstream), and the one policy for
+    the checks that run it:
+
+    - sid's Mesa could not be had (offline without a root made before, an
+      architecture sid dropped, mmdebstrap failing, no root): the check is
+      an optional skip naming the cause, never a pass;
+    - sid serves the version config/fork.ini [upstream] recorded names:
+      the check is strict, a failure is a failure;
+    - sid serves another version: a passing check is a pass, a failing one
+      an optional skip that reports what differed (a finding), neither a
+      pass nor a failure: a new upload may differ for reasons of its own.
+
+    Checks about our own harness (that the root holds sid's driver, not
+    the fork's) do not go through check(): they stay strict."""
+
+    def __init__(self, arch, version=None, recorded=None, unavailable=None):
+        self.arch, self.version, self.recorded = arch, version, recorded
+        self.unavailable = unavailable
+
+    @classmethod
+    def from_env(cls, arch, environ=None, recorded=None):
+        """What the environment tests/run.py got from `bin/mesa-fork test`
+        says of arch; recorded defaults to config/fork.ini's."""
+        environ = os.environ if environ is None else environ
+        if recorded is None:
+            recorded = testing.recorded_upstream(config())
+        if testing.UPSTREAM_ENV not in environ:
+            return cls(arch, recorded=recorded, unavailable=(
+                "run through 'bin/mesa-fork test', which makes and checks sid's roots "
+                "first (%s unset)" % testing.UPSTREAM_ENV))
+        verified = dict(v.split("=", 1) for v in environ[testing.UPSTREAM_ENV].split())
+        missing = dict(l.split(": ", 1) for l in
+                       environ.get(testing.UNAVAILABLE_ENV, "").splitlines() if ": " in l)
+        if arch in verified:
+            return cls(arch, verified[arch], recorded)
+        if arch in missing:
+            return cls(arch, recorded=recorded, unavailable=missing[arch])
+        raise AssertionError("'bin/mesa-fork test' said nothing of sid's Mesa for %s (%s=%r, "
+                             "%s=%r)" % (arch, testing.UPSTREAM_ENV,
+                                         environ[testing.UPSTREAM_ENV], testing.UNAVAILABLE_ENV,
+                                         environ.get(testing.UNAVAILABLE_ENV)))
+
+    def moved(self):
+        return self.version != self.recorded
+
+    def require(self):
+        """An optional skip, with its cause, unless sid's Mesa is at hand."""
+        if self.unavailable:
+            skip_optional("sid's Mesa for %s cannot be had in this run: %s"
+                          % (self.arch, self.unavailable))
+
+    @contextlib.contextmanager
+    def check(self):
+        """A check of sid's Mesa against the fork's shim, under the policy
+        above (a failed assertion, or sid's program hanging past its
+        timeout)."""
+        self.require()
+        try:
+            yield
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            if not self.moved():
+                raise
+            # One line that says it all, what differed in full below it.
+            detail = str(e).strip() or type(e).__name__
+            first, _, rest = detail.partition("\n")
+            if len(first) > 300:
+                first, rest = first[:300] + " [...]", detail
+            skip_optional("finding: sid's Mesa for %s is now %s, recorded %s: %s; check the "
+                          "shim against it, then record %s in [upstream] recorded of "
+                          "config/fork.ini%s" % (self.arch, self.version, self.recorded,
+                                                 first, self.version,
+                                                 "\n" + rest[:3000] if rest else ""))

@@ -2,6 +2,7 @@
 """`mesa-fork test`: tests/run.py, which runs everything CI runs and ends
 with its elapsed time and the line "N passed, N failed"."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -21,28 +22,68 @@ def installed_arches(fork):
     return arches
 
 
-# What prepare_upstream verified in this run, per architecture
-# ("ARCH=VERSION ..."): tests/test_upstream.py runs only that.
+# What prepare_upstream found, per architecture under test, for the tests
+# that run sid's Mesa (tests/test_upstream.py, test_anv's memtypes test,
+# through forklib.Yardstick): the roots it made and checked in this run
+# ("ARCH=VERSION ..."), and those it could not make ("ARCH: why", one a
+# line).
 UPSTREAM_ENV = "MESA_FORK_UPSTREAM_VERIFIED"
+UNAVAILABLE_ENV = "MESA_FORK_UPSTREAM_UNAVAILABLE"
+
+
+def recorded_upstream(conf):
+    """The version of sid's Mesa the upstream checks were last read
+    against (config/fork.ini [upstream] recorded), or None."""
+    return conf["upstream"].get("recorded") or None
+
+
+class _LastError:
+    """sys.stderr, also keeping the last line die() wrote (its reason)."""
+
+    def __init__(self, stream):
+        self.stream, self.last = stream, None
+
+    def write(self, text):
+        for line in text.splitlines():
+            if line.startswith("mesa-fork: error: "):
+                self.last = line[len("mesa-fork: error: "):].strip()
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 def prepare_upstream(fork, arches):
     """The root with the Mesa sid serves now, for each architecture under
-    test (tests/test_upstream.py runs it); returns "ARCH=VERSION ..." of
-    those verified. A failure is printed, not fatal: those tests then fail
-    and say where to look, and the rest still run."""
-    verified = []
+    test; returns the environment that tells the tests what came of it
+    (UPSTREAM_ENV, UNAVAILABLE_ENV). Nothing here is fatal: a root that
+    cannot be made is said in one line, and the tests that need it are
+    listed as skipped; a version other than config/fork.ini [upstream]
+    recorded is said too, and those tests then report what differs as
+    findings (forklib.Yardstick)."""
+    recorded = recorded_upstream(fork.conf)
+    verified, unavailable = [], []
     for a in arches:
         root = upstream.SidRoot(fork.for_arch(a))
+        err = _LastError(sys.stderr)
         try:
-            root.ensure()
+            with contextlib.redirect_stderr(err):
+                root.ensure()
         except (SystemExit, OSError) as e:
-            print("test: sid's Mesa for %s is not ready (%s), so tests/test_upstream.py will "
-                  "fail" % (a, e if isinstance(e, OSError) else "the error above"))
+            why = str(e) if isinstance(e, OSError) else (err.last or "see the error above")
+            why = " ".join(why.split())
+            unavailable.append("%s: %s" % (a, why))
+            print("test: sid's Mesa for %s cannot be had (%s), so the tests that run it "
+                  "will be listed as skipped" % (a, why))
             continue
         verified.append("%s=%s" % (a, root.version))
         print("test: upstream for %s: %s" % (a, root.describe()))
-    return " ".join(verified)
+        if root.version != recorded:
+            print("test: sid's Mesa for %s is now %s (recorded %s in config/fork.ini "
+                  "[upstream]): a check of it that fails is listed as a skipped finding; "
+                  "read the findings, then record %s there"
+                  % (a, root.version, recorded or "nothing", root.version))
+    return {UPSTREAM_ENV: " ".join(verified), UNAVAILABLE_ENV: "\n".join(unavailable)}
 
 
 def prepare_checks(fork):
@@ -67,11 +108,11 @@ def test(fork, pattern=None, arch=None):
     for every architecture installed (a cross build's under qemu-user).
     Returns the runner's exit status."""
     arches = parse_arches(fork, arch) if arch else installed_arches(fork)
-    verified = prepare_upstream(fork, arches)
+    sid = prepare_upstream(fork, arches)
     prepare_checks(fork)
     cmd = [sys.executable, os.path.join(fork.top, "tests", "run.py")]
     if pattern:
         cmd += ["-k", pattern]
     env = dict(os.environ, MESA_FORK_WORK=fork.work, MESA_FORK_TEST_ARCHES=" ".join(arches))
-    env[UPSTREAM_ENV] = verified
+    env.update(sid)
     return subprocess.run(cmd, env=env).returncode
