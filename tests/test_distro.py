@@ -11,7 +11,6 @@ apt-cache, dpkg and dpkg-query first on PATH, or no apt at all."""
 import glob
 import os
 import shutil
-import sys
 import subprocess
 import tempfile
 import unittest
@@ -39,13 +38,12 @@ OS_RELEASES = {
 FAKE = """#!/bin/sh
 echo "$(basename "$0") $*" >> {log}
 case "$(basename "$0") $1" in
-  "apt-cache showsrc") [ -n "$FAKE_NO_SOURCE" ] ||
-                       printf 'Package: mesa\\nVersion: {version}\\n' ;;
   "apt-cache show") case "$3" in
                       *-${{FAKE_LLVM:-15}}|*-${{FAKE_LLVM:-15}}-dev|*cpp${{FAKE_LLVM:-15}}-dev) ;;
                       *) exit 100 ;;
                     esac ;;
-  "dpkg-query "*) printf 'install ok installed' ;;
+  "dpkg-query "*) [ -n "$FAKE_MISSING" ] && [ "$3" = "$FAKE_MISSING" ] ||
+                  printf 'install ok installed' ;;
 esac
 exit 0
 """
@@ -210,32 +208,45 @@ class DepsRefusesOffDebian(unittest.TestCase):
 
 
 class DepsOnDebian(unittest.TestCase):
-    def test_debian_adds_the_deb_src_entry_in_the_apt_directory_given(self):
+    def test_debian_adds_bookworm_backports_in_the_apt_directory_given(self):
         """The control for the refusals: with a Debian os-release, the same
-        sandbox does get the deb-src entry and apt-get runs, so the
-        overrides really steer where deps writes and what it runs."""
+        sandbox does get its sources entry (bookworm-backports, for meson)
+        and apt-get runs, so the overrides really steer where deps writes
+        and what it runs. No deb-src entry: fetch needs none."""
         with tempfile.TemporaryDirectory() as tmp:
             box = Sandbox(tmp, "debian")
-            inc = os.path.join(box.work, "deps", "asahi-uapi", "include")
-            os.makedirs(os.path.join(inc, "drm"))
-            open(os.path.join(inc, "drm", "asahi_drm.h"), "w").close()
-            # What fetch() leaves once it has unpacked the pinned package.
-            with open(os.path.join(inc, ".source"), "w") as f:
-                f.write(uapi.pinned_source(config.load(forklib.TOP)) + "\n")
-            os.makedirs(os.path.join(uapi.first_dir(box.work), "drm"))
-            # No deb-src for Mesa yet: deps has something to do.
-            r = run([forklib.CLI, "deps"], env=box.env(FAKE_NO_SOURCE="1"))
+            r = run([forklib.CLI, "deps"], env=box.env(FAKE_MISSING="valgrind"))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             written = box.apt_files().get(os.path.join("sources.list.d", "mesa-fork.sources"))
             self.assertIsNotNone(written, box.apt_files())
-            self.assertIn("Types: deb-src\nURIs: http://deb.debian.org/debian\n"
-                          "Suites: trixie\n", written)
-            self.assertIn("Suites: bookworm-backports", written)
+            self.assertIn("Types: deb\nURIs: http://deb.debian.org/debian\n"
+                          "Suites: bookworm-backports\n", written)
+            self.assertNotIn("deb-src", written)
             self.assertIn("apt-get update", box.apt_calls())
             queried = [c.split()[-1] for c in box.apt_calls() if c.startswith("dpkg-query")]
             self.assertEqual(sorted(set(queried)),
                              sorted(p for p in table()["debian"].packages if p != "meson"))
-            self.assertIn("every package is installed already", r.stdout)
+            self.assertIn("apt-get install -y --no-install-recommends valgrind",
+                          box.apt_calls())
+
+    def test_an_earlier_deb_src_entry_of_ours_goes_and_a_foreign_file_stays(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            box = Sandbox(tmp, "debian")
+            ours = os.path.join(box.apt, "sources.list.d", "mesa-fork.sources")
+            with open(ours, "w") as f:
+                f.write("# Written by mesa-fork deps: Mesa's source suite.\n\n"
+                        "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\n")
+            r = run([forklib.CLI, "deps", "--update"], env=box.env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(ours) as f:
+                self.assertNotIn("deb-src", f.read())
+            with open(ours, "w") as f:
+                f.write("Types: deb-src\nURIs: http://example.invalid/debian\nSuites: x\n")
+            r = run([forklib.CLI, "deps", "--update"], env=box.env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("was not written by mesa-fork: left as it is", r.stdout)
+            with open(ours) as f:
+                self.assertIn("example.invalid", f.read())
 
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -269,10 +280,10 @@ class DepsAsUser(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             box = self.sandbox(tmp)
             r = run(NOBODY + [forklib.CLI, "deps", "--arch", "amd64"],
-                    env=box.env(FAKE_NO_SOURCE="1"))
+                    env=box.env(FAKE_MISSING="valgrind"))
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
             self.assertNotIn("Traceback", r.stderr)
-            self.assertIn("deps needs root to add deb-src trixie", r.stderr)
+            self.assertIn("deps needs root to install valgrind", r.stderr)
             self.assertIn("run 'sudo ", r.stderr)
             self.assertIn("mesa-fork deps --arch amd64' once", r.stderr)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
@@ -285,7 +296,8 @@ class DepsAsUser(unittest.TestCase):
         as root, and has run no apt-get and fetched nothing."""
         with tempfile.TemporaryDirectory() as tmp:
             box = self.sandbox(tmp)
-            r = subprocess.run(NOBODY + [forklib.CLI, "install"], env=box.env(FAKE_NO_SOURCE="1"),
+            r = subprocess.run(NOBODY + [forklib.CLI, "install"],
+                               env=box.env(FAKE_MISSING="valgrind"),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, timeout=300)
             self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
@@ -297,48 +309,19 @@ class DepsAsUser(unittest.TestCase):
 
 
 class AsahiUapiPin(unittest.TestCase):
-    """<drm/asahi_drm.h> comes from one pinned package (config/fork.ini
-    [asahi_uapi]: version and sha256) for every build."""
+    """<drm/asahi_drm.h> is pinned by its own sha256 (config/fork.ini
+    [asahi_uapi] header_sha256) for every build; tests/test_archive.py
+    checks where it is taken from when the archive moves on."""
 
-    def conf(self, **override):
-        conf = config.load(forklib.TOP)
-        for k, v in override.items():
-            conf["asahi_uapi"][k] = v
-        return conf
+    def conf(self):
+        return config.load(forklib.TOP)
 
-    def pinned_deb(self):
-        deb = os.path.join(forklib.WORK, "apt", self.conf()["asahi_uapi"]["suite"],
-                           "download", uapi.pinned_deb(self.conf()))
-        if not os.path.exists(deb):
-            self.skipTest("%s not downloaded: run bin/mesa-fork deps" % deb)
-        return deb
-
-    def fetch_with(self, work, **override):
-        """uapi.fetch() into work with [asahi_uapi] keys overridden, in a
-        process of its own (it exits through die())."""
-        code = ("import sys; sys.path.insert(0, %r)\n"
-                "from mesafork import config, uapi\n"
-                "c = config.load(%r); c['asahi_uapi'].update(%r)\n"
-                "uapi.fetch(%r, c, 'bookworm')\n" % (os.path.join(forklib.TOP, "bin"),
-                                                      forklib.TOP, override, work))
-        return run([sys.executable, "-c", code], timeout=300)
-
-    def work_with(self, tmp, deb, stamp):
-        work = os.path.join(tmp, "work")
-        dl = os.path.join(work, "apt", self.conf()["asahi_uapi"]["suite"], "download")
-        os.makedirs(dl)
-        shutil.copy(deb, os.path.join(dl, os.path.basename(deb)))
-        inc = uapi.include_dir(work)
-        os.makedirs(os.path.join(inc, "drm"))
-        with open(os.path.join(inc, "drm", "asahi_drm.h"), "w") as f:
-            f.write("/* an older header */\n")
-        with open(os.path.join(inc, ".source"), "w") as f:
-            f.write(stamp + "\n")
-        return work, inc
-
-    def test_the_install_uses_the_pinned_package(self):
+    def test_the_install_unpacked_the_pinned_header(self):
+        pin = uapi.pinned_sha256(self.conf())
         with open(os.path.join(uapi.include_dir(forklib.WORK), ".source")) as f:
-            self.assertEqual(f.read().strip(), uapi.pinned_source(self.conf()))
+            self.assertIn("sha256 %s, from linux-libc-dev " % pin[:16], f.read())
+        for d in (uapi.include_dir(forklib.WORK), uapi.first_dir(forklib.WORK)):
+            self.assertEqual(sources.sha256(os.path.join(d, "drm", "asahi_drm.h")), pin)
 
     def test_the_build_reads_the_pinned_header(self):
         """hk_queue.c, compiled as the build compiles it, reads the pinned
@@ -370,52 +353,6 @@ class AsahiUapiPin(unittest.TestCase):
                 if d.endswith("/drm/asahi_drm.h")]
         self.assertTrue(used, r.stdout[:2000])
         self.assertTrue(all(u.startswith(first + os.sep) for u in used), used)
-
-    def test_an_unpack_of_another_version_is_replaced(self):
-        """A header unpacked from another version (an unpinned fetch, or a
-        pin since moved) is replaced by the pinned one; the pinned .deb
-        already downloaded is reused when its sha256 matches, without
-        network."""
-        deb = self.pinned_deb()
-        with tempfile.TemporaryDirectory() as tmp:
-            work, inc = self.work_with(tmp, deb, "drm/asahi_drm.h from "
-                                       "linux-libc-dev_7.2.12-1_all.deb (sid)")
-            got = uapi.fetch(work, self.conf(), "bookworm")
-            self.assertEqual(got, uapi.pinned_source(self.conf()))
-            with open(os.path.join(inc, "drm", "asahi_drm.h")) as f:
-                self.assertIn("struct drm_asahi_cmd_render", f.read())
-
-    def test_a_package_with_another_sha256_is_refused(self):
-        """The .deb must be the pinned one, byte for byte: with a sha256
-        that does not match, fetch stops before unpacking anything (it
-        downloads the version again, which has the same bytes)."""
-        deb = self.pinned_deb()
-        with tempfile.TemporaryDirectory() as tmp:
-            work, inc = self.work_with(tmp, deb, "old")
-            r = self.fetch_with(work, sha256="0" * 64)
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("but config/fork.ini pins 000000", r.stderr)
-            self.assertNotIn("Traceback", r.stderr)
-            with open(os.path.join(inc, "drm", "asahi_drm.h")) as f:
-                self.assertEqual(f.read(), "/* an older header */\n")
-
-    def test_a_version_the_suite_dropped_stops_with_the_update(self):
-        """A pin the archive no longer serves: stop, and say which version
-        it serves now with that .deb's sha256, the two values to put in
-        config/fork.ini (needs the network, as deps does)."""
-        deb = self.pinned_deb()
-        with tempfile.TemporaryDirectory() as tmp:
-            work, _ = self.work_with(tmp, deb, "old")
-            # Reuse the machine's package lists for the suite.
-            suite = self.conf()["asahi_uapi"]["suite"]
-            shutil.copytree(os.path.join(forklib.WORK, "apt", suite, "lists"),
-                            os.path.join(work, "apt", suite, "lists"))
-            r = self.fetch_with(work, version="6.16.1-1")
-            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-            self.assertIn("no longer serves linux-libc-dev 6.16.1-1", r.stderr)
-            self.assertRegex(r.stderr, r"serves \S+ now: its sha256 is [0-9a-f]{64}")
-            self.assertNotIn("Traceback", r.stderr)
-
 
 def path_without_apt(tmp):
     """A directory of links to every command on PATH except apt* and dpkg*."""
@@ -467,10 +404,16 @@ class InstallWithoutApt(unittest.TestCase):
         """install --no-deps ARGS on a system playing osr with neither apt
         nor dpkg on PATH."""
         box = Sandbox(tmp, osr)
-        # Debian's debian.tar.xz (the security fixes) comes from a pool: a
-        # file:// one here, so that the test needs no network.
+        # Debian's debian.tar.xz (the security fixes) comes from a mirror's
+        # pool: a file:// one here, so that the test needs no network.
+        pool = os.path.join(tmp, "mirror", "pool", "main", "m", "mesa")
+        os.makedirs(pool)
+        for kind in ("dsc", "debian"):
+            os.symlink(sources.debian_file(forklib.HOST.fork, kind),
+                       os.path.join(pool, os.path.basename(
+                           sources.debian_file(forklib.HOST.fork, kind))))
         env = box.env(PATH=self.farm, MESA_FORK_DEBIAN_POOL="file://" + os.path.join(
-            forklib.WORK, "cache"))
+            tmp, "mirror"))
         for tool in ("apt-get", "apt", "apt-cache", "dpkg", "dpkg-query"):
             self.assertIsNone(shutil.which(tool, path=env["PATH"]))
         r = run([forklib.CLI, "install", "--no-deps"] + args, env=env, timeout=900)
@@ -488,11 +431,14 @@ class InstallWithoutApt(unittest.TestCase):
                                        headers, "--prepare-only"])
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("download file://" + orig, r.stdout)
-            self.assertIn("download file://%s/%s" % (os.path.join(forklib.WORK, "cache"),
-                                                     debian_tar), r.stdout)
+            self.assertIn("Debian's pool: file://%s/mirror/pool/main/m/mesa/" % tmp, r.stdout)
+            self.assertIn("sha256 of %s, %s match config/fork.ini"
+                          % (os.path.basename(sources.debian_file(forklib.HOST.fork, "dsc")),
+                             debian_tar), r.stdout)
             self.assertEqual(sorted(os.listdir(os.path.join(box.work, "cache"))),
-                             [debian_tar, "upstream.sha256",
-                              "upstream.tar.xz"])
+                             sorted([debian_tar, os.path.basename(sources.debian_file(
+                                 forklib.HOST.fork, "dsc")), "upstream.sha256",
+                                 "upstream.tar.xz"]))
             self.assertIn("with Debian's security fixes (backport_STACK_ARRAY.patch, "
                           "CVE-2026-40393-part1.patch, CVE-2026-40393-part2.patch) and none "
                           "of %s's other patches" % forklib.DEBIAN_VERSION, r.stdout)

@@ -51,6 +51,24 @@ class Series(unittest.TestCase):
         listed = re.findall(r"\((\d{4}-[^)]*\.patch)\)", readme)
         self.assertEqual(sorted(listed), [os.path.basename(p) for p in PATCHES])
 
+    def test_no_message_claims_a_hardware_measurement(self):
+        """The project has no Apple, Mali or Intel GPU: a figure from such
+        hardware is cited ("reported", with its source), never written as
+        measured by the patch's author. A message that says "measured on
+        an M2 Ultra" (or an RK3588, Arrow Lake, ...) is a false claim."""
+        hardware = r"(an? )?(M[1-4]\b|M[1-4] (Max|Ultra|Pro)|RK3588|Mali|Apple|Arrow Lake|" \
+            r"Meteor Lake|Lunar Lake|Intel|MTL|ARL|G6[1-9]0|such a machine)"
+        claim = re.compile(r"\bmeasured\s+(on|with)\s+" + hardware.replace(" ", r"\s+") +
+                           # a speed or time written as the author's measurement
+                           r"|\bmeasured\s+[0-9.]+\s*(GB/s|MB/s|tok/s|us\b|ms\b)",
+                           re.IGNORECASE)
+        for p in PATCHES:
+            body = open(p).read().split("\n\n", 1)[1].split("\n---\n", 1)[0]
+            with self.subTest(patch=os.path.basename(p)):
+                self.assertIsNone(claim.search(body), claim.search(body) and
+                                  body[max(0, claim.search(body).start() - 80):
+                                       claim.search(body).end() + 40])
+
     def test_commit_messages_wrap_at_75_columns(self):
         for p in PATCHES:
             body = open(p).read().split("\n\n", 1)[1].split("\n---\n", 1)[0]
@@ -439,10 +457,16 @@ class Fetch(unittest.TestCase):
             env = dict(os.environ, MESA_FORK_WORK=work)
             r = run([os.path.join(top, "bin", "mesa-fork"), "fetch"], env=env)
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("checksums do not match", r.stderr)
-            self.assertIn("expected " + "0" * 64, r.stderr)
+            orig = "mesa_%s.orig.tar.xz" % forklib.MESA_VERSION
+            self.assertIn("no source had %s with the pinned sha256" % orig, r.stderr)
+            # The cached copy and each download with the real bytes are refused.
+            self.assertIn("%s had sha256 %s, not %s" % (orig, good[:16], "0" * 16), r.stderr)
+            self.assertIn("(refused)", r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(work, "cache", orig)),
+                             "the refused file must not stay usable")
             rejected = glob.glob(os.path.join(work, "cache", "*.rejected"))
-            self.assertTrue(rejected, "the refused download must not stay usable")
+            self.assertTrue(rejected, "the cached copy is kept aside, not used")
 
     def _work_linking_cache(self, tmp):
         """A work directory whose cache links to the fetched files (Debian's

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """apt, for `deps` (deps.py) and the private apt states: the mirror this
-machine uses, the deb-src entry for Mesa's source package taken from it,
-what of the Debian column of docs/build-deps.md is missing, and apt states
-of our own under .work/apt that need no root."""
+machine uses, bookworm-backports for meson, what of the Debian column of
+docs/build-deps.md is missing, and apt states of our own under .work/apt
+that need no root (the base's deb-src entries, the suites of the asahi
+uAPI header, sid's Mesa)."""
 
 import glob
 import os
@@ -100,20 +101,26 @@ def security_mirror(codename):
     return None
 
 
-def private_state(work, suite, codename, arch=None):
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def private_state(work, suite, codename, arch=None, lines=None, name=None, required=True):
     """A private apt state for one suite (and with arch, that architecture)
     under .work/apt, from the mirror this machine uses, updated now: the
     machine's own sources and package lists are neither read nor touched
-    and nothing is installed, so it needs no root. Returns its directory
-    and the apt options that select it."""
-    root = os.path.join(work, "apt", suite + ("-" + arch if arch else ""))
+    and nothing is installed, so it needs no root. lines, when given,
+    are its sources.list instead (name then names its directory). Returns
+    its directory and the apt options that select it. When apt-get update
+    fails: dies, or without required raises StateError."""
+    root = os.path.join(work, "apt", name or (suite + ("-" + arch if arch else "")))
     for d in ("lists/partial", "cache/archives/partial", "download"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
-    uri, signed = debian_mirror(codename)
-    keyring = signed or "/usr/share/keyrings/debian-archive-keyring.gpg"
+    if lines is None:
+        uri, signed = debian_mirror(codename)
+        lines = ["deb [signed-by=%s] %s %s main" % (signed or DEBIAN_KEYRING, uri, suite)]
     sources = os.path.join(root, "sources.list")
     with open(sources, "w") as f:
-        f.write("deb [signed-by=%s] %s %s main\n" % (keyring, uri, suite))
+        f.write("".join(l + "\n" for l in lines))
     opts = ["-o", "Dir::Etc::SourceList=" + sources,
             "-o", "Dir::Etc::SourceParts=/nonexistent",
             "-o", "Dir::State::Lists=" + os.path.join(root, "lists"),
@@ -121,15 +128,59 @@ def private_state(work, suite, codename, arch=None):
             # Snapshot mirrors serve an expired Release file for sid.
             "-o", "Acquire::Check-Valid-Until=false",
             "-o", "Acquire::Languages=none",
+            # Whatever the machine's apt.conf.d says: only signed indexes.
+            "-o", "Acquire::AllowInsecureRepositories=false",
+            "-o", "APT::Get::AllowUnauthenticated=false",
+            "-o", "Dir::Etc::Preferences=/nonexistent",
+            "-o", "Dir::Etc::PreferencesParts=/nonexistent",
             "-o", "APT::Sandbox::User=root"]
     if arch:
         opts += ["-o", "APT::Architecture=" + arch, "-o", "APT::Architectures=" + arch]
     with step("apt-get update (private state for %s%s, in %s)" % (
-            suite, " " + arch if arch else "", rel(root))):
+            suite if name is None else ", ".join(l.split()[-2] for l in lines),
+            " " + arch if arch else "", rel(root))):
         # --error-on=any: an index that failed to download (no network, a
-        # mirror mid-sync) is an error, not a warning over stale lists.
-        run(["apt-get"] + opts + ["update", "--error-on=any"], quiet=True)
+        # mirror mid-sync, a signature apt does not trust) is an error, not
+        # a warning over stale lists.
+        cmd = ["apt-get"] + opts + ["update", "--error-on=any"]
+        if required:
+            run(cmd, quiet=True)
+        else:
+            r = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+            if r.returncode != 0:
+                errors = [l for l in r.stderr.splitlines() if l.startswith("E:")]
+                raise StateError((errors or r.stderr.strip().splitlines() or
+                                  ["exit %d" % r.returncode])[0])
     return root, opts
+
+
+class StateError(Exception):
+    """A private state's apt-get update failed (required=False): the
+    first error apt gave."""
+
+
+def source_states(work, suite, codename):
+    """Private apt states with the deb-src entry of one suite each, in the
+    order a stable release's Mesa moves through them: suite on this
+    machine's mirror, suite-security on the security archive the machine
+    uses (when it uses one), suite-proposed-updates. Yields (suite, apt
+    options, None), or (suite, None, apt's error) when that suite's index
+    could not be had (a mirror need not carry proposed-updates). Updated lazily: the caller
+    stops asking once it has what it wants."""
+    uri, signed = debian_mirror(codename)
+    entries = [(suite, uri, signed)]
+    sec = security_mirror(codename)
+    if sec:
+        entries.append((suite + "-security", sec[0], sec[1]))
+    entries.append((suite + "-proposed-updates", uri, signed))
+    for name, u, key in entries:
+        line = "deb-src [signed-by=%s] %s %s main" % (key or DEBIAN_KEYRING, u, name)
+        try:
+            _, opts = private_state(work, name, codename, lines=[line], name=name + "-src",
+                                    required=False)
+            yield name, opts, None
+        except StateError as e:
+            yield name, None, str(e)
 
 
 def index_fields(opts, package):
@@ -147,35 +198,41 @@ def index_fields(opts, package):
     return fields
 
 
-def ensure_apt_sources(source_suite, codename):
-    """Add deb-src for the base's suite (and bookworm-backports) from the configured mirror."""
-    uri, signed = debian_mirror(codename)
-    stanzas = []
-    keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-    signed = signed or (keyring if os.path.exists(keyring) else "")
-    signed_line = "Signed-By: %s\n" % signed if signed else ""
-    if codename == "bookworm":
-        stanzas.append("Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\n%s"
-                       % (uri, signed_line))
-    stanzas.append("Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\n%s"
-                   % (uri, source_suite, signed_line))
-    text = "# Written by mesa-fork deps: Mesa's source suite%s.\n\n" % (
-        " and meson from bookworm-backports" if codename == "bookworm" else "") + "\n".join(stanzas)
+OUR_SOURCES_MARK = "# Written by mesa-fork deps"
+
+
+def ensure_apt_sources(codename):
+    """bookworm-backports (meson >= 1.1) from the configured mirror, on
+    bookworm; nothing elsewhere. fetch needs no entry of the machine's
+    (it uses private states, source_states). A file of ours from an
+    earlier version (a deb-src entry for the base) is rewritten or, when
+    nothing is left to say, removed; a file of that name that we did not
+    write is left alone. Returns whether the sources changed."""
     path = os.path.join(apt_etc(), "sources.list.d", "mesa-fork.sources")
+    old = None
     if os.path.exists(path):
         with open(path) as f:
-            if f.read() == text:
-                return False
+            old = f.read()
+        if not old.startswith(OUR_SOURCES_MARK):
+            print("    %s was not written by mesa-fork: left as it is" % path)
+            return False
+    if codename != "bookworm":
+        if old is None:
+            return False
+        os.unlink(path)
+        print("    removed %s (an earlier mesa-fork's deb-src entry: fetch needs none)" % path)
+        return True
+    uri, signed = debian_mirror(codename)
+    signed = signed or (DEBIAN_KEYRING if os.path.exists(DEBIAN_KEYRING) else "")
+    text = ("%s: meson from bookworm-backports.\n\nTypes: deb\nURIs: %s\n"
+            "Suites: bookworm-backports\nComponents: main\n%s"
+            % (OUR_SOURCES_MARK, uri, "Signed-By: %s\n" % signed if signed else ""))
+    if old == text:
+        return False
     with open(path, "w") as f:
         f.write(text)
     print("    wrote %s (mirror %s, taken from the machine's apt configuration)" % (path, uri))
     return True
-
-
-def apt_has_source(pkg, version):
-    r = subprocess.run(["apt-cache", "showsrc", pkg], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
-    return ("\nVersion: %s\n" % version) in ("\n" + r.stdout)
 
 
 def missing_debs(pkgs):

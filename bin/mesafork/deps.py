@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""`mesa-fork deps`, the one step that needs root: on Debian, the deb-src
-entry for Mesa's source package (from the mirror already configured on the
-machine) and every build and test package of the Debian column of
-docs/build-deps.md, installed with apt-get; with --arch, what a cross build
-needs. On any other system it touches nothing and stops with what to
+"""`mesa-fork deps`, the one step that needs root: on Debian, every build
+and test package of the Debian column of docs/build-deps.md, installed with
+apt-get (on bookworm, meson from bookworm-backports, whose entry it adds
+from the mirror already configured on the machine); with --arch, what a
+cross build needs. The base's source needs no entry of the machine's:
+fetch asks apt through private states (sources.py). On any other system it touches nothing and stops with what to
 install (distro.py).
 
 `install` runs as the user: it asks what is missing (needed(), which needs
@@ -17,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-from . import apt, cross, distro, sources
+from . import apt, cross, distro
 from .config import parse_arches
 from .proc import die, run, step
 
@@ -28,7 +29,6 @@ def needed(fork, arch=None):
     osr = distro.os_release()
     if not osr.is_debian:
         distro.refuse(fork, osr)
-    base = fork.conf["base"]
     out = []
     llvm = apt.llvm_version(fork, required=False)
     if llvm is None:
@@ -39,12 +39,9 @@ def needed(fork, arch=None):
             out.append("install %s" % " ".join(missing))
     if distro.meson_version() < distro.MESON_MIN:
         out.append("install meson >= %s" % ".".join(map(str, distro.MESON_MIN)))
-    # The deb-src entry is for fetch: not needed once the sources are
-    # cached and verified, or when the base is the release tarball.
-    have_sources = sources.uses_upstream(fork) or not sources.verify_debian(fork)
-    if not have_sources and not apt.apt_has_source(base["package"], base["version"]):
-        out.append("add deb-src %s and run apt-get update (for %s %s)"
-                   % (base["source_suite"], base["package"], base["version"]))
+    # fetch needs no deb-src entry of the machine's: it asks apt through a
+    # private state (apt.source_states), then Debian's pool and snapshot
+    # archive, so a base gone from the pool is not something deps can fix.
     for a in parse_arches(fork, arch):
         if a != fork.host_arch:
             left = cross.missing_host_tools(fork.for_arch(a))
@@ -102,16 +99,13 @@ def ensure(fork, arch=None):
 
 
 def native_deps(fork, update=False):
-    base = fork.conf["base"]
     osr = distro.os_release()
     if not osr.is_debian:
         distro.refuse(fork, osr)
     codename = osr.codename
-    with step("apt sources (deb-src %s%s)" % (
-            base["source_suite"], ", bookworm-backports" if codename == "bookworm" else "")):
-        changed = apt.ensure_apt_sources(base["source_suite"], codename)
-        if changed or update or not apt.apt_has_source(base["package"], base["version"]) \
-                or apt.llvm_version(fork, required=False) is None:
+    with step("apt sources%s" % (" (bookworm-backports)" if codename == "bookworm" else "")):
+        changed = apt.ensure_apt_sources(codename)
+        if changed or update or apt.llvm_version(fork, required=False) is None:
             run(["apt-get", "update"], quiet=True)
     missing = apt.missing_debs(apt.debian_packages(fork))
     if distro.meson_version() < distro.MESON_MIN:

@@ -170,8 +170,8 @@ def refuse(fork, osr):
     col = column_for(osr, table)
     b = fork.conf["base"]
     lines = ["deps: this system is %s, not Debian." % osr.describe(),
-             "deps installs packages only on Debian, where it adds Debian's deb-src "
-             "entry to apt; it leaves this system's package sources alone."]
+             "deps installs packages only on Debian (and on bookworm adds Debian's "
+             "bookworm-backports to apt); it leaves this system's package sources alone."]
     if col:
         lines.append("Install the build dependencies with the system's package manager. "
                      "The names for %s, from %s (%s):" % (

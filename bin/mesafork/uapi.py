@@ -2,13 +2,18 @@
 """The mainline drm/asahi uAPI header for Honeykrisp.
 
 Honeykrisp is built against <drm/asahi_drm.h>, which Debian ships in
-sid's linux-libc-dev. Every build takes it from one version of that
-package, pinned with its sha256 in config/fork.ini ([asahi_uapi]), as the
-base is. The package is downloaded
-with apt from the machine's own Debian mirror through a private apt state
-under .work/apt (the machine's sources and package lists are not touched,
-nothing is installed) and unpacked with dpkg -x. Its drm/ headers go to
-.work/deps/asahi-uapi/first, which the build searches *before* the
+linux-libc-dev from Linux 6.16 on (trixie-backports, forky, sid). Every
+build uses one header, pinned by its own sha256 in config/fork.ini
+([asahi_uapi] header_sha256), not by a package upload: those suites keep
+only their newest linux-libc-dev and replace it every few weeks, mostly
+with the same asahi_drm.h. The suites listed there are asked in order,
+each through a private apt state under .work/apt on the machine's own
+Debian mirror (the machine's sources and package lists are not touched,
+nothing is installed, no root needed); apt checks each .deb against the
+suite's signed index as for any package it installs. The first whose
+header has the pinned sha256 is unpacked with dpkg -x; when none has,
+the build stops in one line naming what each serves. Its drm/ headers go
+to .work/deps/asahi-uapi/first, which the build searches *before* the
 system's headers (-I), so that <drm/asahi_drm.h> is the pinned one even on
 a host that has its own (its drm.h may still be libdrm's, included first
 under the same guard: the drm core uAPI it holds is stable); the whole
@@ -16,20 +21,22 @@ usr/include of the package goes to .work/deps/asahi-uapi/include,
 searched *after* them (-idirafter), for the newer linux/ headers drm.h
 may include. Mesa's meson then checks that the header has what hk needs.
 
-install --no-deps takes the same package wherever apt and a Debian mirror
+install --no-deps takes the same header wherever apt and a Debian mirror
 exist (no root needed). Elsewhere the header comes from a directory the
 user names (--asahi-uapi DIR, MESA_FORK_ASAHI_UAPI), which include_dir
 then links to, or, with a warning, from the system's kernel headers
 (`use_local`).
 """
 
+import contextlib
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 
 from . import distro
-from .apt import index_fields, private_state
+from .apt import StateError, index_fields, private_state
 from .proc import die, rel, step
 from .sources import sha256
 
@@ -73,11 +80,9 @@ def use_local(fork, src=None):
         return "%s in %s (linked as %s)" % (c["header"], src, rel(dest))
     if linked(fork.work) and os.path.exists(os.path.join(dest, c["header"])):
         return "%s in %s (given before)" % (c["header"], linked(fork.work))
-    if os.path.exists(os.path.join(dest, c["header"])) and os.path.exists(stamp) and \
-            os.path.isdir(first_dir(fork.work)):
+    if os.path.exists(stamp) and _unpacked_is_pinned(fork.work, fork.conf):
         with open(stamp) as f:
-            if f.read().strip() == pinned_source(fork.conf):
-                return pinned_source(fork.conf) + " (unpacked before)"
+            return f.read().strip() + " (unpacked before)"
     # The pinned package, as deps takes it: downloading it with a private
     # apt state needs apt and a Debian mirror, not root.
     osr = distro.os_release()
@@ -87,10 +92,13 @@ def use_local(fork, src=None):
     if os.path.exists(system):
         # Nothing pinned may stay in front of the system's header.
         shutil.rmtree(first_dir(fork.work), ignore_errors=True)
-        print("install: warning: no apt here, so <%s> is the system's (%s), not the "
-              "pinned %s; the shim refuses payloads a different uAPI would make"
-              % (c["header"], system, pinned_deb(fork.conf)))
-        return "%s, the system's kernel headers (not pinned)" % system
+        got = sha256(system)
+        if got == pinned_sha256(fork.conf):
+            return "%s, the system's kernel headers (sha256 matches the pin)" % system
+        print("install: warning: no apt here, so <%s> is the system's (%s, sha256 %s), "
+              "not the pinned one (%s); the shim refuses payloads a different uAPI "
+              "would make" % (c["header"], system, got[:16], pinned_sha256(fork.conf)[:16]))
+        return "%s, the system's kernel headers (not the pinned header)" % system
     die("Honeykrisp needs <%s>, the mainline drm/asahi uAPI of Linux 6.16 and "
              "later, and this system's headers lack it (%s). Install the kernel "
              "headers package of your distribution if it carries Linux 6.16 or later "
@@ -101,28 +109,38 @@ def use_local(fork, src=None):
              % (c["header"], system, ENV, c["header"]))
 
 
-def pinned_deb(conf):
-    """The file name of the pinned package (Architecture: all)."""
+def pinned_sha256(conf):
+    """The sha256 of the one <drm/asahi_drm.h> every build may use."""
+    return conf["asahi_uapi"]["header_sha256"]
+
+
+def suites(conf):
+    """The Debian suites asked for the header, in order."""
+    return conf["asahi_uapi"]["suites"].split()
+
+
+def pinned_source(conf, origin="?"):
+    """The line a stamp holds: the pinned header and the package it came
+    from."""
     c = conf["asahi_uapi"]
-    # apt writes an epoch's colon as %3a in file names.
-    return "%s_%s_all.deb" % (c["package"], c["version"].replace(":", "%3a"))
+    return "%s sha256 %s, from %s" % (c["header"], pinned_sha256(conf)[:16], origin)
 
 
-def pinned_source(conf):
-    """The line a stamp holds for the pinned package."""
-    c = conf["asahi_uapi"]
-    return "%s from %s (%s, sha256 %s)" % (c["header"], pinned_deb(conf), c["suite"],
-                                          c["sha256"][:12])
-
-
+def deb_header(deb, header):
+    """The bytes of usr/include/<header> inside a .deb, or None."""
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True)
+    if tar.returncode != 0:
+        return None
+    r = subprocess.run(["tar", "-xO", "./usr/include/" + header], input=tar.stdout,
+                       capture_output=True)
+    return r.stdout if r.returncode == 0 else None
 
 
 def header_sha256(deb, header):
-    """The sha256 of usr/include/<header> inside a .deb."""
-    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True, check=True)
-    data = subprocess.run(["tar", "-xO", "./usr/include/" + header], input=tar.stdout,
-                          capture_output=True, check=True).stdout
-    return hashlib.sha256(data).hexdigest()
+    """The sha256 of usr/include/<header> inside a .deb, or None when it
+    has none."""
+    data = deb_header(deb, header)
+    return hashlib.sha256(data).hexdigest() if data is not None else None
 
 
 def first_dir(work):
@@ -132,86 +150,134 @@ def first_dir(work):
     return os.path.join(work, "deps", "asahi-uapi", "first")
 
 
-def _apt_root(work, conf, codename):
-    """The private apt state of the configured suite, updated."""
-    return private_state(work, conf["asahi_uapi"]["suite"], codename)
+def _deb_name(package, version):
+    # apt writes an epoch's colon as %3a in file names.
+    return "%s_%s_all.deb" % (package, version.replace(":", "%3a"))
 
 
-def _newest(opts, package):
-    """The version of package the private state's suite serves, or None."""
-    return index_fields(opts, "%s:all" % package).get("Version")
+class Offer:
+    """What one suite serves: its newest package version, the .deb apt
+    downloaded (checked against the suite's signed index), and the sha256
+    of the header inside; or why none could be had."""
+
+    def __init__(self, suite, version=None, deb=None, sha=None, error=None):
+        self.suite, self.version, self.deb, self.sha, self.error = \
+            suite, version, deb, sha, error
+
+    def __str__(self):
+        if self.error:
+            return "%s: %s" % (self.suite, self.error)
+        return "%s %s: %s" % (self.suite, self.version,
+                              "sha256 " + self.sha if self.sha else "no header")
 
 
-def download_pinned(work, conf, codename):
-    """The pinned package's .deb under the private apt state, downloaded
-    if needed and checked against the configured sha256. Dies with the
-    update procedure when the suite no longer serves that version."""
+def offer(work, conf, suite, codename):
+    """Asks one suite for its newest package and the header inside it.
+    apt-get download checks the .deb against the Packages index, whose
+    hash the suite's signed Release names (apt refuses an unsigned or
+    wrongly signed one), as for any package apt installs."""
     c = conf["asahi_uapi"]
-    root = os.path.join(work, "apt", c["suite"])
-    deb = os.path.join(root, "download", pinned_deb(conf))
-    if os.path.exists(deb) and sha256(deb) == c["sha256"]:
-        return deb
-    root, opts = _apt_root(work, conf, codename)
+    try:
+        root, opts = private_state(work, suite, codename, required=False)
+    except StateError as e:
+        return Offer(suite, error="its index could not be had (%s)" % e)
+    version = index_fields(opts, "%s:all" % c["package"]).get("Version")
+    if not version:
+        return Offer(suite, error="serves no %s" % c["package"])
     dl = os.path.join(root, "download")
-    with step("apt-get download %s=%s (%s)" % (c["package"], c["version"], c["suite"])):
+    deb = os.path.join(dl, _deb_name(c["package"], version))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(deb)
+    with step("apt-get download %s=%s (%s)" % (c["package"], version, suite)):
         r = subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"],
-                                                                            c["version"])],
+                                                                            version)],
                            cwd=dl, capture_output=True, text=True)
     if r.returncode != 0 or not os.path.exists(deb):
-        newest = _newest(opts, c["package"])
-        hint = ""
-        if newest:
-            subprocess.run(["apt-get"] + opts + ["download", "%s:all=%s" % (c["package"], newest)],
-                           cwd=dl, capture_output=True, text=True)
-            got = os.path.join(dl, "%s_%s_all.deb" % (c["package"], newest.replace(":", "%3a")))
-            if os.path.exists(got):
-                hint = (" %s serves %s now: its sha256 is %s. To move to it, set version "
-                        "and sha256 in [asahi_uapi] of config/fork.ini to these and run the "
-                        "tests (docs/build-deps.md, \"The asahi uAPI header\")."
-                        % (c["suite"], newest, sha256(got)))
-        die("%s no longer serves %s %s, the <%s> every build is pinned to (apt-get: "
-                 "%s).%s" % (c["suite"], c["package"], c["version"], c["header"],
-                             (r.stderr.strip().splitlines() or ["no package"])[-1], hint))
-    got = sha256(deb)
-    if got != c["sha256"]:
-        os.unlink(deb)
-        die("%s: sha256 %s, but config/fork.ini pins %s; refusing to build with it"
-                 % (pinned_deb(conf), got, c["sha256"]))
-    return deb
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(deb)
+        why = (r.stderr.strip().splitlines() or ["no file"])[-1]
+        return Offer(suite, version, error="%s %s refused by apt (%s)"
+                     % (c["package"], version, why))
+    return Offer(suite, version, deb, header_sha256(deb, c["header"]))
+
+
+def version_lt(a, b):
+    """Whether Debian version a is older than b (dpkg's ordering)."""
+    return subprocess.run(["dpkg", "--compare-versions", a, "lt", b]).returncode == 0
+
+
+def update_procedure(conf):
+    return ("docs/build-deps.md, \"The asahi uAPI header\", says how to move "
+            "header_sha256 in [asahi_uapi] of config/fork.ini")
+
+
+def find_pinned(work, conf, codename):
+    """The first suite (config/fork.ini [asahi_uapi] suites) whose package
+    carries the pinned header, as an Offer. Dies in one line when none
+    does, naming what each serves and the update procedure: never
+    another header."""
+    c = conf["asahi_uapi"]
+    want = pinned_sha256(conf)
+    offers = []
+    for suite in suites(conf):
+        o = offer(work, conf, suite, codename)
+        if o.sha == want:
+            return o
+        offers.append(o)
+    served = sorted((o for o in offers if o.sha), key=functools.cmp_to_key(
+        lambda a, b: -1 if version_lt(a.version, b.version) else
+        (1 if version_lt(b.version, a.version) else 0)))
+    newest = ("; the newest header is sha256 %s (%s %s)"
+              % (served[-1].sha, served[-1].suite, served[-1].version)) if served else ""
+    die("no suite of %s serves a %s with the pinned <%s> (sha256 %s): %s%s. Nothing was "
+        "built; %s" % (", ".join(suites(conf)), c["package"], c["header"], want,
+                       "; ".join(str(o) for o in offers), newest, update_procedure(conf)))
+
+
+def _unpacked_is_pinned(work, conf):
+    """Whether include_dir and first_dir hold the pinned header, by content."""
+    c = conf["asahi_uapi"]
+    for d in (include_dir(work), first_dir(work)):
+        path = os.path.join(d, c["header"])
+        if not os.path.isfile(path) or sha256(path) != pinned_sha256(conf):
+            return False
+    return True
 
 
 def fetch(work, conf, codename):
-    """Unpacks the pinned package's headers into include_dir(work).
-    Returns a one-line description of where it came from."""
+    """Unpacks the headers of the first package that carries the pinned
+    <drm/asahi_drm.h> into include_dir(work). Returns a one-line
+    description of where it came from."""
     c = conf["asahi_uapi"]
     dest = include_dir(work)
     stamp = os.path.join(dest, ".source")
-    header = os.path.join(dest, c["header"])
-    if linked(work) and os.path.exists(header):
-        return "%s in %s (--asahi-uapi)" % (c["header"], linked(work))
-    if os.path.exists(header) and os.path.exists(stamp) and os.path.isdir(first_dir(work)):
+    # A directory an earlier --asahi-uapi linked is not the pin: without
+    # --asahi-uapi this run, the link goes (below) and the pin is fetched.
+    if os.path.exists(stamp) and not linked(work) and _unpacked_is_pinned(work, conf):
         with open(stamp) as f:
-            if f.read().strip() == pinned_source(conf):
-                return pinned_source(conf)
+            return f.read().strip() + " (unpacked before)"
 
-    deb = download_pinned(work, conf, codename)
-    root = os.path.join(work, "apt", c["suite"])
-    unpacked = os.path.join(root, "unpacked")
-    shutil.rmtree(unpacked, ignore_errors=True)
-    with step("dpkg -x %s" % os.path.basename(deb)):
-        subprocess.run(["dpkg", "-x", deb, unpacked], check=True)
-    src = os.path.join(unpacked, "usr", "include")
-    if not os.path.exists(os.path.join(src, c["header"])):
-        die("%s does not ship %s: Honeykrisp needs the mainline drm/asahi "
-                 "uAPI header (Linux 6.16 or later)" % (os.path.basename(deb), c["header"]))
+    # What an earlier pin unpacked goes first: if no suite has the pinned
+    # header, no build may find another one there.
     if os.path.islink(dest):
         os.unlink(dest)
     shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(first_dir(work), ignore_errors=True)
+    o = find_pinned(work, conf, codename)
+    unpacked = os.path.join(work, "apt", "asahi-uapi-unpacked")
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with step("dpkg -x %s" % os.path.basename(o.deb)):
+        subprocess.run(["dpkg", "-x", o.deb, unpacked], check=True)
+    src = os.path.join(unpacked, "usr", "include")
+    if not os.path.isfile(os.path.join(src, c["header"])) or \
+            sha256(os.path.join(src, c["header"])) != pinned_sha256(conf):
+        die("%s unpacked a %s that is not the pinned one; refusing it"
+            % (os.path.basename(o.deb), c["header"]))
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     shutil.copytree(src, dest)
-    first = first_dir(work)
-    shutil.rmtree(first, ignore_errors=True)
-    shutil.copytree(os.path.join(src, "drm"), os.path.join(first, "drm"))
+    shutil.copytree(os.path.join(src, "drm"), os.path.join(first_dir(work), "drm"))
+    shutil.rmtree(unpacked, ignore_errors=True)
+    line = pinned_source(conf, "%s %s (%s)" % (c["package"], o.version, o.suite))
     with open(stamp, "w") as f:
-        f.write(pinned_source(conf) + "\n")
-    return pinned_source(conf)
+        f.write(line + "\n")
+    return line
