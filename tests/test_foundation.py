@@ -15,6 +15,7 @@ import unittest
 
 import forklib
 from forklib import bin_path, list_devices, run, shim_env
+from mesafork import install
 
 DRIVERS = ("asahi", "panfrost", "intel")
 KIND_NAME = {"asahi": "Honeykrisp", "panfrost": "panvk",
@@ -24,7 +25,7 @@ KIND_NAME = {"asahi": "Honeykrisp", "panfrost": "panvk",
 class InstalledFork(unittest.TestCase):
     def test_prefix_has_icds_and_env_script(self):
         for drv in DRIVERS:
-            path = os.path.join(forklib.PREFIX, "share", "vulkan", "icd.d",
+            path = os.path.join(forklib.PREFIX, "share", "mesa-fork", "icd.d",
                                 "mesa_fork_%s_icd.json" % drv)
             self.assertTrue(os.path.exists(path), path)
             lib = json.load(open(path))["ICD"]["library_path"]
@@ -278,7 +279,7 @@ class RememberedPrefix(unittest.TestCase):
             fork.remember_prefix(chosen)
             # Not an installation (yet): the default.
             self.assertEqual(fork.prefix(None), os.path.abspath(fork.default_prefix))
-            os.makedirs(os.path.join(chosen, "share", "vulkan", "icd.d"))
+            os.makedirs(os.path.join(chosen, "share", "mesa-fork", "icd.d"))
             self.assertEqual(fork.prefix(None), chosen)
             self.assertEqual(fork.prefix("/elsewhere"), "/elsewhere")
             # Installing into the default again forgets the choice.
@@ -318,7 +319,7 @@ class RunVerb(unittest.TestCase):
         """A prefix whose ICDs load nothing: run says it found no device and
         does not run CMD."""
         with tempfile.TemporaryDirectory() as tmp:
-            icd_dir = os.path.join(tmp, "share", "vulkan", "icd.d")
+            icd_dir = os.path.join(tmp, "share", "mesa-fork", "icd.d")
             os.makedirs(icd_dir)
             for drv in DRIVERS:
                 with open(os.path.join(icd_dir, "mesa_fork_%s_icd.json" % drv), "w") as f:
@@ -354,6 +355,115 @@ class RunVerb(unittest.TestCase):
             self.assertIn("picked a driver that is not %s %s0" % (fork["name"], fork["release"]),
                           r.stderr)
             self.assertFalse(os.path.exists(marker), "CMD ran on another driver")
+
+    def fork_driver_copy(self, tmp, drv, old=None, new=None):
+        """A manifest in tmp for a copy of the installed drv driver, in its
+        driverInfo old replaced by new (bytes of one length): another
+        driver, as far as any program can tell, for the same GPU."""
+        with open(install.icd_json(forklib.PREFIX, drv)) as f:
+            lib = json.load(f)["ICD"]["library_path"]
+        with open(lib, "rb") as f:
+            data = f.read()
+        if old:
+            self.assertEqual(len(old), len(new))
+            self.assertIn(old, data)
+            data = data.replace(old, new)
+        name = os.path.join(tmp, "copy%d_%s" % (len(os.listdir(tmp)), os.path.basename(lib)))
+        with open(name, "wb") as f:
+            f.write(data)
+        icd = name + ".json"
+        with open(icd, "w") as f:
+            json.dump({"file_format_version": "1.0.0",
+                       "ICD": {"library_path": name, "api_version": "1.3.0"}}, f)
+        return icd
+
+    def test_run_refuses_a_release_that_only_begins_like_this_one(self):
+        """A driver of release 12 is not release 1's (driverInfo's whole
+        tag is compared, not its first characters)."""
+        release = forklib.config()["fork"]["release"]
+        tag = "(mesa-fork %s" % release
+        with tempfile.TemporaryDirectory() as tmp:
+            icd = self.fork_driver_copy(tmp, "intel", (tag + ",").encode(),
+                                        (tag + "2").encode())
+            prefix = os.path.join(tmp, "prefix")
+            os.makedirs(os.path.join(prefix, "bin"))
+            os.symlink(bin_path("mesa-fork-vkcheck"),
+                       os.path.join(prefix, "bin", "mesa-fork-vkcheck"))
+            os.makedirs(os.path.join(prefix, "lib", "mesa-fork"))
+            os.symlink(os.path.join(forklib.PREFIX, "lib", "mesa-fork", "drm-shim"),
+                       os.path.join(prefix, "lib", "mesa-fork", "drm-shim"))
+            for drv in DRIVERS:
+                os.makedirs(install.icd_dir(prefix), exist_ok=True)
+                shutil.copy(icd if drv == "intel" else install.icd_json(forklib.PREFIX, drv),
+                            install.icd_json(prefix, drv))
+            marker = os.path.join(tmp, "ran")
+            r = run([forklib.CLI, "run", "--prefix", prefix, "--shim", "intel", "--",
+                     "touch", marker], env=clean_env())
+            self.assertIn(tag + "2 ", r.stdout)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("picked a driver that is not mesa-fork %s " % release, r.stderr)
+            self.assertFalse(os.path.exists(marker), "CMD ran on release %s2's driver" % release)
+
+    def test_release_tags_are_compared_whole(self):
+        from mesafork import config
+        conf = forklib.config()
+        release = conf["fork"]["release"]
+        for info, ours in (("Mesa M (mesa-fork %s, Debian D)", True),
+                           ("Mesa M (mesa-fork %s, upstream tarball)", True),
+                           ("Mesa D+mesafork1 (mesa-fork %s)", True),
+                           ("  vulkaninfo: driverInfo = Mesa M (mesa-fork %s, Debian D)", True),
+                           ("Mesa M (mesa-fork %s2, Debian D)", False),
+                           ("Mesa M (mesa-fork %s.1, Debian D)", False),
+                           ("Mesa M (mesa-fork %s", False),
+                           ("Mesa M (not-mesa-fork %s, Debian D)", False),
+                           ("Mesa M mesa-fork %s, Debian D", False)):
+            with self.subTest(info=info):
+                self.assertEqual(config.names_release(conf, info % release), ours)
+
+    @staticmethod
+    def system_driver_env(tmp, icd):
+        """icd as the distribution's driver: where the loader finds it by
+        itself (XDG_DATA_DIRS/vulkan/icd.d, as /usr/share/vulkan/icd.d).
+        VK_DRIVER_FILES would not do: the loader ignores VK_ADD_DRIVER_FILES
+        when it is set."""
+        # (A directory whose name ends in .json the loader takes for a file.)
+        system = os.path.join(tmp, "system%d" % len(os.listdir(tmp)))
+        os.makedirs(os.path.join(system, "vulkan", "icd.d"))
+        shutil.copy(icd, os.path.join(system, "vulkan", "icd.d", "intel_icd.x86_64.json"))
+        return clean_env(XDG_DATA_DIRS=system, XDG_CONFIG_DIRS=system, HOME=system)
+
+    def test_run_add_refuses_one_gpu_listed_by_the_fork_and_another_driver(self):
+        """--add next to the distribution's Mesa lists one GPU twice. The
+        stand-in for Debian's driver: the fork's ANV with another driverInfo
+        (not the fork's, as far as any program can tell), on the same intel
+        drm-shim: the same deviceUUID. run refuses in one line; two fork
+        drivers of one GPU (the control) are not refused."""
+        with tempfile.TemporaryDirectory() as tmp:
+            other = self.fork_driver_copy(tmp, "intel", b"(mesa-fork ", b"(stand-in: ")
+            env = shim_env("intel")
+            env["VK_DRIVER_FILES"] = ":".join([other, install.icd_json(forklib.PREFIX, "intel")])
+            devs, r = list_devices(env)
+            self.assertEqual(len(devs), 2, r.stderr[-2000:])
+            self.assertEqual(devs[0]["uuid"], devs[1]["uuid"])
+            self.assertRegex(devs[0]["uuid"], "^[0-9a-f]{32}$")
+            self.assertNotEqual(devs[0]["uuid"], "0" * 32)
+            marker = os.path.join(tmp, "ran")
+            r = run([forklib.CLI, "run", "--add", "--prefix", forklib.PREFIX, "--shim", "intel",
+                     "--", "touch", marker], env=self.system_driver_env(tmp, other))
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            refusal = [l for l in r.stderr.splitlines() if "run: refusing" in l]
+            self.assertEqual(len(refusal), 1, r.stderr)
+            self.assertRegex(refusal[0], r"run: refusing: .* is listed twice, by mesa-fork \S+'s "
+                             r"driver and by Intel open-source Mesa driver \(Mesa .*\(stand-in: "
+                             r".*\), with one deviceUUID \([0-9a-f]{32}\); .*run without --add$")
+            self.assertFalse(os.path.exists(marker), "CMD ran with the GPU listed twice")
+            # The control: a second copy of the fork's own driver.
+            same = self.fork_driver_copy(tmp, "intel")
+            r = run([forklib.CLI, "run", "--add", "--prefix", forklib.PREFIX, "--shim", "intel",
+                     "--", "touch", marker], env=self.system_driver_env(tmp, same))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.stdout.count("run: device"), 2, r.stdout)
+            self.assertTrue(os.path.exists(marker))
 
     def test_run_without_an_install_is_a_clear_error(self):
         with tempfile.TemporaryDirectory() as tmp:

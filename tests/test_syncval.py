@@ -5,14 +5,13 @@ places each validation message on the dispatch that produced it, finds the
 prior dispatch it names and tells open-ended overlaps from bounded ones."""
 
 import json
-import os
 import unittest
 
 import forklib
 from forklib import run
-from mesafork import benchsync, syncval
+from mesafork import benchsync, install, syncval
 
-LAYER_DIR = os.path.join(forklib.PREFIX, "share", "vulkan", "explicit_layer.d")
+LAYER_DIR = install.layer_dir(forklib.PREFIX)
 
 
 def trace(scenario, count, driver="asahi", **extra):

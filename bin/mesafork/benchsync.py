@@ -17,7 +17,7 @@ import re
 from . import bench, syncval
 from .apt import os_codename
 from .config import stock_knobs
-from .install import fork_env
+from .install import fork_env, layer_dir
 from .measure import memtypes_facts, short_flags
 from .proc import die, step
 
@@ -35,8 +35,7 @@ WORKLOADS = (("decode", ["-p", "0", "-n", "4"]), ("prefill", ["-p", "64", "-n", 
 
 def layer_env(prefix):
     return {"VK_INSTANCE_LAYERS": "VK_LAYER_MESAFORK_synctrace:VK_LAYER_KHRONOS_validation",
-            "VK_LAYER_PATH": "/usr/share/vulkan/explicit_layer.d:" +
-                             os.path.join(prefix, "share", "vulkan", "explicit_layer.d")}
+            "VK_LAYER_PATH": "/usr/share/vulkan/explicit_layer.d:" + layer_dir(prefix)}
 
 
 def run(chroot, prefix, conf, driver, cmd):
@@ -287,7 +286,7 @@ def bench_anv(work, prefix, conf, platform="arl"):
                                         INTEL_STUB_GPU_LOG="/dev/stdout",
                                         ANV_CACHED_COHERENT=knob, MESA_FORK_SYNCTRACE="stdout",
                                         VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace")
-            env["VK_LAYER_PATH"] = os.path.join(prefix, "share", "vulkan", "explicit_layer.d")
+            env["VK_LAYER_PATH"] = layer_dir(prefix)
             with step("llama-bench decode on the intel shim (%s), %s" % (platform, label)):
                 r = chroot.run_in(["llama-bench", "-m", tiny, "-p", "0", "-n", "4", "-r", "1"],
                                   env=env, capture=True)

@@ -5,6 +5,7 @@ verb receives, and the names the fork gives itself."""
 import configparser
 import os
 import platform
+import re
 import subprocess
 
 from .proc import die
@@ -100,6 +101,22 @@ def fork_release(conf):
     return "%s %s" % (conf["fork"]["name"], conf["fork"]["release"])
 
 
+def names_release(conf, info):
+    """Whether a driverInfo (or a line holding one) names this release as a
+    whole tag: '(mesa-fork 1, Debian ...)', '(mesa-fork 1, upstream
+    tarball)', the Debian package's '(mesa-fork 1)'; never '(mesa-fork 12,
+    ...)', which merely begins with the same characters."""
+    return re.search(r"\(%s[,)]" % re.escape(fork_release(conf)), info or "") is not None
+
+
+# Where install writes the fork's ICD manifests inside a prefix: a
+# directory the Vulkan loader never searches by itself, whatever the
+# prefix (it searches only <dir>/vulkan/icd.d, install.py says which dirs).
+PREFIX_ICD_DIR = os.path.join("share", "mesa-fork", "icd.d")
+# Where installs before that put them (and install now removes them from).
+OLD_ICD_DIR = os.path.join("share", "vulkan", "icd.d")
+
+
 def driver_info_tag(conf, upstream=False):
     """The text -Dvulkan-driver-info appends to driverInfo: the fork's
     release and the base it is built on (upstream: Mesa's release tarball,
@@ -167,7 +184,10 @@ class Fork:
                 chosen = f.read().strip()
         except OSError:
             chosen = ""
-        if chosen and os.path.isdir(os.path.join(chosen, "share", "vulkan", "icd.d")):
+        # An installation, of this layout or the one before (run then says
+        # to install again).
+        if chosen and any(os.path.isdir(os.path.join(chosen, d))
+                          for d in (PREFIX_ICD_DIR, OLD_ICD_DIR)):
             return chosen
         return os.path.abspath(self.default_prefix)
 

@@ -1,25 +1,59 @@
 # SPDX-License-Identifier: MIT
 """The alternate-ICD prefix: `mesa-fork install` (the drivers, drm-shims, ICD
 manifests with absolute library paths, env.sh and our programs, then each
-driver shown working) and `mesa-fork run` (a command on the fork's drivers,
-refused when another driver loaded)."""
+driver shown working; with --destdir, staged for a package) and `mesa-fork
+run` (a command on the fork's drivers, refused when another driver loaded)."""
 
 import contextlib
 import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 
 from . import build, cross, deps, distro, guest, series, sources, uapi
-from .config import driver_info_tag, fork_release, parse_arches
+from .config import OLD_ICD_DIR, PREFIX_ICD_DIR, driver_info_tag, names_release, parse_arches
 from .proc import die, rel, run, step, write_if_changed
+
+# The fork only runs when asked to (VK_DRIVER_FILES, VK_ADD_DRIVER_FILES,
+# VK_LAYER_PATH), whatever the prefix: its manifests never sit where the
+# Vulkan loader looks by itself. On Linux the loader reads the driver
+# manifests in <dir>/vulkan/icd.d and the layer manifests in
+# <dir>/vulkan/explicit_layer.d (and implicit_layer.d) for each <dir> of
+# $XDG_CONFIG_HOME (~/.config), $XDG_CONFIG_DIRS (/etc/xdg), SYSCONFDIR and
+# EXTRASYSCONFDIR (/usr/local/etc, /etc), $XDG_DATA_HOME (~/.local/share)
+# and $XDG_DATA_DIRS (/usr/local/share:/usr/share): Khronos'
+# Vulkan-Loader, docs/LoaderDriverInterface.md "Driver Discovery on Linux"
+# and docs/LoaderLayerInterface.md "Linux Layer Discovery". A prefix of
+# ~/.local, /usr/local or /usr puts <prefix>/share on that list, so
+# <prefix>/share/vulkan/icd.d (where earlier installs wrote them)
+# made every Vulkan program load the fork there and list each GPU twice.
+# <prefix>/share/mesa-fork/ ends in no "vulkan/" directory for any prefix.
+LAYER_DIR = os.path.join("share", "mesa-fork", "explicit_layer.d")
+OLD_LAYER_DIR = os.path.join("share", "vulkan", "explicit_layer.d")
+
+
+def icd_dir(prefix):
+    return os.path.join(prefix, PREFIX_ICD_DIR)
 
 
 def icd_json(prefix, drv):
-    return os.path.join(prefix, "share", "vulkan", "icd.d", "mesa_fork_%s_icd.json" % drv)
+    return os.path.join(icd_dir(prefix), "mesa_fork_%s_icd.json" % drv)
+
+
+def layer_dir(prefix):
+    """Where the client's meson.build installs VK_LAYER_MESAFORK_synctrace's
+    manifest: VK_LAYER_PATH names it to use the layer."""
+    return os.path.join(prefix, LAYER_DIR)
+
+
+def staged(destdir, path):
+    """Where a file of the final prefix is written: under destdir, as make's
+    and meson's DESTDIR do (destdir + path), or at path itself."""
+    return os.path.join(destdir, path.lstrip(os.sep)) if destdir else path
 
 
 def shim_lib(prefix, conf, drv):
@@ -48,6 +82,13 @@ def fork_env(prefix, conf, shim=None, base=None, add=False):
                                   [p for p in env.get("PATH", "").split(os.pathsep) if p])
     if shim:
         lib = shim_lib(prefix, conf, shim)
+        if any(c.isspace() for c in lib):
+            # LD_PRELOAD splits at blanks and has no escape: name the shim by
+            # its file name, which ld.so finds through LD_LIBRARY_PATH.
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                [os.path.dirname(lib)] +
+                [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])
+            lib = os.path.basename(lib)
         env["LD_PRELOAD"] = (lib + " " + env.get("LD_PRELOAD", "")).strip()
         for k, v in shim_env_pairs(conf, shim).items():
             env.setdefault(k, v)
@@ -57,15 +98,17 @@ def fork_env(prefix, conf, shim=None, base=None, add=False):
 def env_script(prefix, files, add):
     """A POSIX sh script to source: the fork's ICDs (only them, or with add
     next to the system's), the prefix's programs on PATH, and a function
-    mesa_fork_off that puts back what the script changed."""
-    bindir = os.path.join(prefix, "bin")
+    mesa_fork_off that puts back what the script changed. Every path is
+    quoted: a prefix may hold a space, a quote or a $."""
+    bindir = shlex.quote(os.path.join(prefix, "bin"))
+    files = shlex.quote(files)
     saved = ["PATH"] + (["VK_ADD_DRIVER_FILES"] if add else
                         ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"])
     lines = ["# Source this file to run Vulkan applications on mesa-fork's drivers%s,"
              % (", next to\n# the system's (Vulkan loader 1.3.234 or later)" if add else " only"),
              "# with its programs on PATH; mesa_fork_off undoes it:",
-             "#   . %s" % os.path.join(prefix, "share", "mesa-fork",
-                                      "env-add.sh" if add else "env.sh"), ""]
+             "#   . %s" % shlex.quote(os.path.join(prefix, "share", "mesa-fork",
+                                                  "env-add.sh" if add else "env.sh")), ""]
     for var in saved:
         lines.append('[ -n "${%s+set}" ] && _mesa_fork_old_%s=$%s || unset _mesa_fork_old_%s'
                      % (var, var, var, var))
@@ -77,7 +120,7 @@ def env_script(prefix, files, add):
         lines.append("export VK_DRIVER_FILES=%s" % files)
         lines.append("# Vulkan loaders before VK_DRIVER_FILES existed read this one.")
         lines.append("export VK_ICD_FILENAMES=%s" % files)
-    lines.append("export PATH=%s${PATH:+:$PATH}" % bindir)
+    lines.append('export PATH=%s"${PATH:+:$PATH}"' % bindir)
     lines += ["", "mesa_fork_off() {"]
     for var in saved:
         lines.append('    if [ -n "$_mesa_fork_set_%s" ]; then export %s="$_mesa_fork_old_%s"; '
@@ -97,6 +140,7 @@ def built_api_version(icd_dir, drv):
 
 
 def install_file(src, dst):
+    """Copies src to dst (a staged path), atomically."""
     if not os.path.exists(src):
         die("install: %s is not built; run 'bin/mesa-fork build'" % src)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
@@ -117,30 +161,75 @@ def prefix_arch(prefix):
         return None
 
 
-def install_prefix(prefix, build_dir, conf, upstream=False, arch=None):
+def old_manifests(prefix, destdir=None):
+    """The manifests an install before share/mesa-fork/ wrote into
+    share/vulkan/, where the loader finds them by itself: those named as
+    ours whose library is in the prefix's lib/mesa-fork/. Another file of
+    the same name (another program's) is not ours and stays."""
+    ours = os.path.join(prefix, "lib", "mesa-fork") + os.sep
+    found = []
+    for pattern, key in ((os.path.join(OLD_ICD_DIR, "mesa_fork_*_icd.json"), "ICD"),
+                         (os.path.join(OLD_LAYER_DIR, "VkLayer_mesafork_synctrace.json"),
+                          "layer")):
+        for path in sorted(glob.glob(staged(destdir, os.path.join(prefix, pattern)))):
+            try:
+                with open(path) as f:
+                    lib = json.load(f)[key]["library_path"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if isinstance(lib, str) and lib.startswith(ours):
+                found.append(path)
+    return found
+
+
+def remove_old_manifests(prefix, destdir=None):
+    """Removes old_manifests(), saying so: with them the fork would stay
+    the default of every Vulkan program that searches there."""
+    for path in old_manifests(prefix, destdir):
+        os.unlink(path)
+        print("install: removed %s: an earlier install wrote it where the Vulkan loader "
+              "looks by itself (the fork's manifests are in %s now)"
+              % (path, os.path.join(prefix, "share", "mesa-fork")))
+
+
+def check_prefix(prefix):
+    """A prefix every file the install writes can name: PATH and
+    VK_DRIVER_FILES separate their entries with ':'."""
+    if ":" in prefix:
+        die("install: the prefix %s holds a ':', which separates entries of PATH and "
+            "VK_DRIVER_FILES; choose another" % prefix)
+
+
+def install_prefix(prefix, build_dir, conf, upstream=False, arch=None, destdir=None):
     """Drivers, drm-shims, ICD manifests, env.sh and env-add.sh into prefix;
     returns the manifests. upstream: the build's base is Mesa's release
-    tarball."""
+    tarball. destdir: the files go under destdir + prefix, and every path
+    written inside them is prefix's (a package's staging directory)."""
+    check_prefix(prefix)
     libdir = os.path.join(prefix, "lib", "mesa-fork")
     icds = []
     for drv, paths in conf["drivers"].items():
         icd, shim = [os.path.join(build_dir, p) for p in paths.split()]
         dst = os.path.join(libdir, os.path.basename(icd))
-        install_file(icd, dst)
-        install_file(shim, shim_lib(prefix, conf, drv))
+        install_file(icd, staged(destdir, dst))
+        install_file(shim, staged(destdir, shim_lib(prefix, conf, drv)))
         doc = {"file_format_version": "1.0.1",
                "ICD": {"library_path": dst,
                        "api_version": built_api_version(os.path.dirname(icd), drv)}}
-        write_if_changed(icd_json(prefix, drv), json.dumps(doc, indent=4) + "\n")
+        write_if_changed(staged(destdir, icd_json(prefix, drv)),
+                         json.dumps(doc, indent=4) + "\n")
         icds.append(icd_json(prefix, drv))
     files = ":".join(icds)
     share = os.path.join(prefix, "share", "mesa-fork")
-    write_if_changed(os.path.join(share, "env.sh"), env_script(prefix, files, add=False))
-    write_if_changed(os.path.join(share, "env-add.sh"), env_script(prefix, files, add=True))
-    write_if_changed(os.path.join(prefix, "share", "mesa-fork", "release"),
+    write_if_changed(staged(destdir, os.path.join(share, "env.sh")),
+                     env_script(prefix, files, add=False))
+    write_if_changed(staged(destdir, os.path.join(share, "env-add.sh")),
+                     env_script(prefix, files, add=True))
+    write_if_changed(staged(destdir, os.path.join(share, "release")),
                      driver_info_tag(conf, upstream) + "\n")
     if arch:
-        write_if_changed(os.path.join(prefix, ARCH_FILE), arch + "\n")
+        write_if_changed(staged(destdir, os.path.join(prefix, ARCH_FILE)), arch + "\n")
+    remove_old_manifests(prefix, destdir)
     return icds
 
 
@@ -194,7 +283,6 @@ def demo_drivers(fork, prefix):
     its drm-shim (a cross build's under qemu-user). Returns whether every
     one did."""
     conf = fork.conf
-    tag = fork_release(conf)
     vkcheck = os.path.join(prefix, "bin", "mesa-fork-vkcheck")
     wrapper = fork.exe_wrapper
     real, _ = list_devices(prefix, fork_env(prefix, conf), wrapper)
@@ -210,7 +298,7 @@ def demo_drivers(fork, prefix):
         print("---- %s on %s" % (drv, where))
         lines = vulkaninfo_device_lines(env, command=cross.wrap(fork, ["vulkaninfo"]))
         print("\n".join("  vulkaninfo: " + line for line in lines))
-        shown = any(tag in line for line in lines)
+        shown = any(names_release(conf, line) for line in lines)
         c = subprocess.run(wrapper + [vkcheck, "--validate"], env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         for line in c.stdout.splitlines():
@@ -250,11 +338,20 @@ def without_apt(fork, tarball, asahi_uapi):
 
 
 def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tarball=None,
-            asahi_uapi=None, prepare_only=False, arch=None, assertions=False):
+            asahi_uapi=None, prepare_only=False, arch=None, assertions=False, destdir=None):
     """Install the drivers as an alternate ICD into a prefix and show them working."""
     arches = parse_arches(fork, arch)
     if prefix and len(arches) > 1:
         die("install: --prefix names one prefix; install one --arch at a time with it")
+    if destdir is not None:
+        if not prefix:
+            die("install: --destdir DIR stages the files for the prefix they will have; "
+                "name it with --prefix (for example /opt/mesa-fork)")
+        if not destdir:
+            die("install: --destdir names a directory")
+        destdir = os.path.abspath(destdir)
+    if prefix:
+        check_prefix(os.path.abspath(prefix))
     if no_build and (no_deps or tarball or prepare_only or assertions):
         die("install: --no-build installs what is built; it takes no --no-deps, "
             "--tarball, --prepare-only or --assertions")
@@ -284,24 +381,37 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
     failed = []
     for f in forks:
         chosen = f.prefix(prefix)
-        if prefix:
+        # A staged prefix holds nothing here: later verbs keep theirs.
+        if prefix and not destdir:
             f.remember_prefix(chosen)
-        if not install_arch(f, chosen, no_demo):
+        if not install_arch(f, chosen, no_demo, destdir):
             failed.append(f.arch)
     if failed:
         die("install: a fork driver did not come up, on hardware or on its drm-shim (%s)"
             % ", ".join(failed))
 
 
-def install_arch(fork, prefix, no_demo):
-    """Installs fork.arch's build into prefix and shows it working."""
+def install_arch(fork, prefix, no_demo, destdir=None):
+    """Installs fork.arch's build into prefix (staged under destdir) and
+    shows it working."""
     env = build.build_env(fork.top)
-    with step("install %s into %s" % (fork.arch, prefix)):
+    # meson install reads DESTDIR from the environment: only --destdir
+    # stages, for our files and the client's alike.
+    env.pop("DESTDIR", None)
+    into = prefix if not destdir else "%s (staged in %s)" % (prefix, destdir)
+    with step("install %s into %s" % (fork.arch, into)):
         icds = install_prefix(prefix, fork.build, fork.conf, sources.uses_upstream(fork),
-                              fork.arch)
-    with step("install client into %s/bin" % prefix):
+                              fork.arch, destdir)
+    with step("install client into %s/bin" % into):
         build.build_client(fork, env, prefix)
-        run(["meson", "install", "-C", fork.client_build, "--quiet"], env=env, quiet=True)
+        run(["meson", "install", "-C", fork.client_build, "--quiet"] +
+            (["--destdir", destdir] if destdir else []), env=env, quiet=True)
+    if destdir:
+        print()
+        print("Staged the %s build for %s in %s: every path inside the files is %s's; "
+              "a package installs the tree under %s as it is. Nothing to show working "
+              "until it is installed." % (fork.arch, prefix, destdir, prefix, destdir))
+        return True
     if fork.cross and "guest_kernel" in fork.conf["arch." + fork.arch]:
         guest.ensure(fork)
     print()
@@ -309,14 +419,14 @@ def install_arch(fork, prefix, no_demo):
         print("Installed the %s build (%s). On this machine its programs run under "
               "qemu-user:" % (fork.arch, cross.describe(fork)))
         print("    bin/mesa-fork run --prefix %s --shim DRIVER -- vulkaninfo --summary"
-              % rel(prefix))
+              % shlex.quote(rel(prefix)))
         print("On an %s machine, build there: bin/mesa-fork install" % fork.arch)
     else:
         print("Installed. To use the fork's drivers and probes in this shell "
               "(mesa_fork_off undoes it; env-add.sh keeps the system's drivers too):")
-        print("    . %s/share/mesa-fork/env.sh" % prefix)
+        print("    . %s" % shlex.quote(os.path.join(prefix, "share", "mesa-fork", "env.sh")))
         print("or for one command:")
-        print("    VK_DRIVER_FILES=%s \\" % ":".join(icds))
+        print("    VK_DRIVER_FILES=%s \\" % shlex.quote(":".join(icds)))
         print("        vulkaninfo --summary")
         print("(Vulkan loaders older than 1.3.234 read VK_ICD_FILENAMES instead; env.sh "
               "sets both.)")
@@ -326,6 +436,29 @@ def install_arch(fork, prefix, no_demo):
         return True
     print()
     return demo_drivers(fork, prefix)
+
+
+def require_manifests(prefix, conf, verb):
+    """Dies, saying what to do, unless prefix holds the fork's manifests
+    where this version looks for them."""
+    missing = [icd_json(prefix, d) for d in conf["drivers"]
+               if not os.path.exists(icd_json(prefix, d))]
+    if not missing:
+        return
+    old = (" (an earlier install put the manifests in %s, where every Vulkan program "
+           "loads them)" % os.path.join(prefix, OLD_ICD_DIR)) if old_manifests(prefix) else ""
+    die("%s: %s has no %s%s; install again: bin/mesa-fork install --prefix %s"
+        % (verb, rel(prefix), missing[0], old, shlex.quote(prefix)))
+
+
+def same_gpu_twice(devices, ours):
+    """(another driver's device, the fork's) pairs of one GPU: the same
+    deviceUUID (VkPhysicalDeviceIDProperties; all zero: unknown) listed by
+    a driver that is not the fork's, as when --add puts the fork next to the
+    distribution's Mesa."""
+    unknown = "0" * 32
+    return [(d, o) for d in devices if d not in ours for o in ours
+            if d.get("uuid") and d.get("uuid") != unknown and d.get("uuid") == o.get("uuid")]
 
 
 def run_command(fork, cmd, prefix=None, shim=None, arch=None, add=False):
@@ -353,9 +486,18 @@ def run_command(fork, cmd, prefix=None, shim=None, arch=None, add=False):
     for d in devices:
         print("run: device %-32s driver %-14s %s" % (d["name"], d["driver"], d["info"]))
     if not devices:
+        require_manifests(prefix, fork.conf, "run")
         die("run: refusing: the Vulkan loader found no device with the ICDs in %s; "
             "without the GPU, pass --shim DRIVER to use a drm-shim" % rel(prefix))
-    ours = [d for d in devices if fork.release in d["info"]]
+    ours = [d for d in devices if names_release(fork.conf, d["info"])]
+    twins = same_gpu_twice(devices, ours)
+    if twins:
+        other, mine = twins[0]
+        die("run: refusing: %s is listed twice, by %s's driver and by %s (%s), with one "
+            "deviceUUID (%s); a program may take the other one (llama.cpp's Vulkan backend "
+            "keeps the first device of a UUID): %s"
+            % (mine["name"], fork.release, other["driver"], other["info"], mine["uuid"],
+               "run without --add" if add else "check the prefix's manifests"))
     if add and not ours:
         die("run: refusing: none of the devices above is %s's; check the prefix "
             "(--add needs a Vulkan loader that reads VK_ADD_DRIVER_FILES, 1.3.234 or "

@@ -16,8 +16,8 @@ import re
 import subprocess
 
 from .benchsync import BACKEND_OPS as LLAMA_OPS, backend_ops_counts
-from .config import driver_info_tag, fork_release, host_arch, multiarch, stock_knobs
-from .install import fork_env, list_devices
+from .config import driver_info_tag, host_arch, multiarch, names_release, stock_knobs
+from .install import fork_env, icd_json, list_devices, require_manifests
 from .proc import die, rel
 
 DRIVERS = {"asahi": "Honeykrisp", "panfrost": "panvk", "intel": "ANV"}
@@ -124,15 +124,14 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
             % (output, os.path.dirname(os.path.abspath(output))))
     # Real devices first: only those whose driverInfo names the fork. A
     # machine without any runs on the shims, labelled, and says why.
-    tag = fork_release(fork.conf)
+    require_manifests(prefix, fork.conf, "report")
     envs, missing = {}, {}
     if not dry:
         for drv in DRIVERS:
             env = fork_env(prefix, fork.conf, base=clean_environ())
-            env["VK_DRIVER_FILES"] = os.path.join(prefix, "share", "vulkan", "icd.d",
-                                                  "mesa_fork_%s_icd.json" % drv)
+            env["VK_DRIVER_FILES"] = icd_json(prefix, drv)
             devs, r = list_devices(prefix, env)
-            devs = [d for d in devs if tag in d.get("info", "")]
+            devs = [d for d in devs if names_release(fork.conf, d.get("info"))]
             if devs:
                 envs[drv] = (env, devs)
             else:

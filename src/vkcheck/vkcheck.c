@@ -8,7 +8,7 @@
  * and a buffer copy, submits, waits on a fence, and reports each step.
  *
  *   mesa-fork-vkcheck [--validate] [--verify] [--device N]
- *   mesa-fork-vkcheck --list        one JSON line per device
+ *   mesa-fork-vkcheck --list        one JSON line per device (its deviceUUID too)
  *
  * --validate enables VK_LAYER_KHRONOS_validation and fails on any message.
  * --verify fails when the copied data is wrong (use it on real hardware; a
@@ -75,23 +75,43 @@ json_str(const char *s)
    putchar('"');
 }
 
+/* deviceUUID: one GPU listed by two drivers (the distribution's Mesa and
+ * the fork's) has the same one; mesa-fork run refuses that. All zero when
+ * the driver gives none. */
+static void
+device_uuid(VkPhysicalDevice pd, char out[2 * VK_UUID_SIZE + 1])
+{
+   VkPhysicalDeviceIDProperties id = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+   };
+   VkPhysicalDeviceProperties2 p = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+      .pNext = &id,
+   };
+   vkGetPhysicalDeviceProperties2(pd, &p);
+   for (unsigned i = 0; i < VK_UUID_SIZE; ++i)
+      snprintf(out + 2 * i, 3, "%02x", id.deviceUUID[i]);
+}
+
 static void
 list_device(VkPhysicalDevice pd)
 {
    VkPhysicalDeviceProperties props;
    VkPhysicalDeviceDriverProperties drv;
+   char uuid[2 * VK_UUID_SIZE + 1];
    mf_get_driver_properties(pd, &props, &drv);
+   device_uuid(pd, uuid);
    printf("{\"name\": ");
    json_str(props.deviceName);
    printf(", \"driver\": ");
    json_str(drv.driverName);
    printf(", \"driver_kind\": \"%s\", \"info\": ", mf_driver_kind(drv.driverID));
    json_str(drv.driverInfo);
-   printf(", \"api\": \"%u.%u.%u\", \"device_type\": %d}\n",
+   printf(", \"api\": \"%u.%u.%u\", \"device_type\": %d, \"uuid\": \"%s\"}\n",
           VK_API_VERSION_MAJOR(props.apiVersion),
           VK_API_VERSION_MINOR(props.apiVersion),
           VK_API_VERSION_PATCH(props.apiVersion),
-          props.deviceType);
+          props.deviceType, uuid);
 }
 
 /* Returns the number of wrong elements (only meaningful on hardware). */
