@@ -1,16 +1,26 @@
 # SPDX-License-Identifier: MIT
 """The Debian shipping form: `mesa-fork debsrc` makes a source package that
-dpkg-source unpacks with Debian's series and ours applied."""
+dpkg-source unpacks with Debian's series and ours applied, that an archive
+(reprepro) takes and apt installs from, made as the owner of .work."""
 
+import contextlib
 import glob
+import io
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 
+import aptlab
 import forklib
 from forklib import run
+from mesafork import config, deb, proc, sources
+
+# debsrc's .work in these tests, when they run as root: owned by this
+# uid, which has no name on the machine, as a user's checkout would be.
+WORK_OWNER = 2000
 
 
 class DebianSourcePackage(unittest.TestCase):
@@ -19,19 +29,28 @@ class DebianSourcePackage(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        out = os.path.join(cls.tmp.name, "out")
+        os.chmod(cls.tmp.name, 0o755)
+        cls.out = out = os.path.join(cls.tmp.name, "out")
         # Only the fetched sources, no patch-queue tree: debsrc needs none.
         work = os.path.join(cls.tmp.name, "work")
         os.makedirs(work)
         os.symlink(os.path.join(forklib.WORK, "cache"), os.path.join(work, "cache"))
+        # As root: a .work of another user, as a checkout is (run as root,
+        # debsrc works as its owner); not started by sudo.
+        cls.owner = os.geteuid()
+        if cls.owner == 0:
+            os.chown(work, WORK_OWNER, WORK_OWNER)
+            cls.owner = WORK_OWNER
         cls.env = {k: v for k, v in os.environ.items()
-                   if k not in ("DEBFULLNAME", "DEBEMAIL", "NAME", "EMAIL")}
+                   if k not in ("DEBFULLNAME", "DEBEMAIL", "NAME", "EMAIL") and
+                   not k.startswith("SUDO_")}
         cls.env["MESA_FORK_WORK"] = work
         env = dict(cls.env, DEBEMAIL=cls.MAINTAINER, SOURCE_DATE_EPOCH="1764633600")
         cls.make = run([forklib.CLI, "debsrc", "--output", out], env=env, timeout=600)
         c = forklib.config()
         cls.version = "%s+mesafork%s" % (c["base"]["version"], c["fork"]["release"])
         cls.dsc = os.path.join(out, "mesa_%s.dsc" % cls.version)
+        cls.changes = os.path.join(out, "mesa_%s_source.changes" % cls.version)
         cls.tree = os.path.join(cls.tmp.name, "x")
         cls.unpack = subprocess.run(["dpkg-source", "--no-check", "-x", cls.dsc, cls.tree],
                                     capture_output=True, text=True)
@@ -43,6 +62,33 @@ class DebianSourcePackage(unittest.TestCase):
     def test_source_package_is_made(self):
         self.assertEqual(self.make.returncode, 0, self.make.stderr)
         self.assertTrue(os.path.exists(self.dsc))
+        self.assertTrue(os.path.exists(self.changes))
+
+    def test_made_as_the_owner_of_work(self):
+        """Run as root, debsrc does its host steps (dpkg-source -x, quilt,
+        the debian/ edits, dpkg-source -b, dpkg-genchanges) as the owner
+        of .work: everything it writes is theirs."""
+        self.assertEqual(self.make.returncode, 0, self.make.stderr)
+        made = [self.out] + sorted(glob.glob(os.path.join(self.out, "*")))
+        self.assertGreaterEqual(len(made), 6, made)
+        for path in made:
+            st = os.stat(path)
+            self.assertEqual((st.st_uid, st.st_gid), (self.owner, self.owner), path)
+
+    def test_the_upload_names_the_forks_distribution(self):
+        """The _source.changes dput, dupload and reprepro take: the
+        distribution of [debsrc], the release tarball and its signature."""
+        dist = forklib.config()["debsrc"]["distribution"]
+        self.assertNotEqual(dist, "UNRELEASED")
+        with open(self.changes) as f:
+            text = f.read()
+        self.assertIn("\nDistribution: %s\n" % dist, text)
+        self.assertIn("\nArchitecture: source\n", text)
+        self.assertIn("\nMaintainer: %s\n" % self.MAINTAINER, text)
+        for name in ("mesa_%s.dsc" % self.version, "mesa_%s.debian.tar.xz" % self.version,
+                     "mesa_%s.orig.tar.xz" % forklib.MESA_VERSION,
+                     "mesa_%s.orig.tar.xz.asc" % forklib.MESA_VERSION):
+            self.assertRegex(text, r"\n [0-9a-f]{64} \d+ %s\n" % re.escape(name))
 
     def test_the_upstream_signature_travels_with_the_tarball(self):
         """Mesa's signature of the release tarball, which Debian's .dsc
@@ -88,7 +134,10 @@ class DebianSourcePackage(unittest.TestCase):
                       "\tVULKAN_DRIVERS += asahi\n" % archs, rules)
         with open(os.path.join(self.tree, "debian", "changelog")) as f:
             entry = f.read().split("\nmesa (", 1)[0].splitlines()
-        self.assertEqual(entry[0], "mesa (%s) UNRELEASED; urgency=medium" % self.version)
+        # A real distribution, the fork archive's suite: dput, dupload and
+        # reprepro refuse UNRELEASED.
+        self.assertEqual(entry[0], "mesa (%s) %s; urgency=medium"
+                         % (self.version, forklib.config()["debsrc"]["distribution"]))
         # The packager and the time of SOURCE_DATE_EPOCH, not the patches' author.
         trailers = [l for l in entry if l.startswith(" -- ")]
         self.assertEqual(trailers, [" -- %s  Tue, 02 Dec 2025 00:00:00 +0000" % self.MAINTAINER])
@@ -102,11 +151,17 @@ class DebianSourcePackage(unittest.TestCase):
             with open(os.path.join(self.tree, "debian", name)) as f:
                 head = f.read().split("\n\n", 1)[0].splitlines()
             self.assertIn("Maintainer: %s" % self.MAINTAINER, head, name)
-            self.assertEqual([l for l in head if l.startswith("Vcs-")], [], name)
+            # No Debian developer named as an uploader of our package.
+            self.assertEqual([l for l in head if l.startswith(("Vcs-", "Uploaders"))], [],
+                             name)
+        with open(self.dsc) as f:
+            dsc = f.read()
+        self.assertIn("\nMaintainer: %s\n" % self.MAINTAINER, dsc)
+        self.assertNotIn("\nUploaders:", dsc)
         with open(os.path.join(self.tree, "debian", "changelog")) as f:
             entry = f.read().split("\n -- ", 1)[0]
-        self.assertIn("maintained by Debian X Strike Force <debian-x@lists.debian.org>",
-                      " ".join(entry.split()))
+        self.assertIn("maintained by Debian X Strike Force <debian-x@lists.debian.org>); "
+                      "Uploaders and Vcs-* dropped", " ".join(entry.split()))
 
     def control(self, name="control"):
         """(source stanza, {package: stanza}) of debian/<name>, each stanza
@@ -170,6 +225,21 @@ class DebianSourcePackage(unittest.TestCase):
                            cwd=self.tree, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout.split()
+
+    def test_deb_checks_the_drivers_debian_rules_build(self):
+        """What `deb` expects the packages to ship per architecture and
+        profile (config/fork.ini [debsrc], deb.expected_drivers) is what
+        debian/rules builds of the fork's drivers."""
+        conf = forklib.config()
+        profile = conf["debsrc"]["profile"]
+        for arch, cpu in (("amd64", "amd64"), ("arm64", "arm64"), ("armhf", "arm"),
+                          ("i386", "i386")):
+            for prof in (profile, None):
+                built = [d.strip("'") for d in self.make_var(
+                    "VULKAN_DRIVERS", prof or "", DEB_BUILD_ARCH=arch, DEB_HOST_ARCH=arch,
+                    DEB_HOST_ARCH_CPU=cpu, DEB_HOST_ARCH_OS="linux")]
+                self.assertEqual(deb.expected_drivers(conf, arch, prof),
+                                 [d for d in conf["drivers"] if d in built], (arch, prof, built))
 
     def test_rules_define_each_target_once_with_and_without_the_profile(self):
         # The profile replaces some of Debian's override targets; make
@@ -311,8 +381,24 @@ class DebianSourcePackage(unittest.TestCase):
         arch = verb.split("--arch ")[1] if "--arch" in verb else None
         tree = os.path.join(forklib.WORK, "deb-prepare" + ("-" + arch if arch else ""), "build",
                             "mesa-%s" % c["base"]["upstream_version"])
-        owner = os.stat(forklib.WORK).st_uid
-        self.assertEqual(os.stat(tree).st_uid, owner if owner else 2000)
+        self.assertEqual(os.stat(tree).st_uid, deb.build_uid(config.Fork(forklib.TOP,
+                                                                         forklib.WORK)))
+        # What deb wrote under .work outside the chroots is the invoking
+        # user's (when that is not root: a user's checkout run with sudo).
+        user = proc.invoking_user(forklib.WORK)
+        if user:
+            work_deb = os.path.dirname(os.path.dirname(tree))
+            for top in (work_deb, os.path.join(forklib.WORK, "apt"),
+                        os.path.join(forklib.WORK, "ccache-deb")):
+                for d, dirs, files in os.walk(top):
+                    for path in [d] + [os.path.join(d, f) for f in files]:
+                        self.assertEqual(os.lstat(path).st_uid, user[0], path)
+        # Honeykrisp's uAPI header in the chroot is the pinned one, by
+        # content, whichever upload of linux-libc-dev carried it.
+        self.assertEqual(sources.sha256(os.path.join(root, "usr", "include", "drm",
+                                                     "asahi_drm.h")),
+                         c["asahi_uapi"]["header_sha256"])
+        self.assertIn("<drm/asahi_drm.h> of the build chroot has the pinned sha256", r.stdout)
         with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as tmp:
             shutil.copy(os.path.join(self.tree, "debian", "control"), tmp)
             inside = os.path.join("/tmp", os.path.basename(tmp), "control")
@@ -336,6 +422,95 @@ class DebianSourcePackage(unittest.TestCase):
         self.assertNotEqual(off.returncode, 0)
         self.assertIn("unmet build dependencies", off.stderr)
         self.assertIn("rustc", off.stderr)
+
+    def archive(self):
+        """The fork's archive (reprepro, signed with a throwaway key) with
+        the source package, as includedsc takes it, and stand-in binary
+        packages at the fork's version (a real `deb` build takes minutes
+        to hours); made once for the class."""
+        cls = type(self)
+        if getattr(cls, "_archive", None):
+            return cls._archive
+        self.assertEqual(self.make.returncode, 0, self.make.stderr)
+        aptlab.need("reprepro", "gpg")
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        os.chmod(d, 0o755)
+        key = aptlab.Key(d)
+        self.addClassCleanup(key.close)
+        repos = os.path.join(d, "repos")
+        os.makedirs(repos)
+        key.export(os.path.join(repos, "archive-key.gpg"))
+        dist = forklib.config()["debsrc"]["distribution"]
+        fork = aptlab.Archive(os.path.join(repos, "fork"), key, [dist], "mesa-fork",
+                              ["source", "amd64", "arm64"])
+        src, _ = self.control()
+        fork.reprepro(["-S", src["Section"], "-P", src["Priority"], "includedsc", dist,
+                       self.dsc])
+        debs = os.path.join(d, "debs")
+        os.makedirs(debs)
+        for arch in ("amd64", "arm64"):
+            for pkg in ("mesa-vulkan-drivers", "mesa-drm-shim"):
+                fork.reprepro(["includedeb", dist, aptlab.standin_deb(
+                    debs, self.version, pkg, arch, what="stand-in for deb's package")])
+        cls._archive = (fork, key, repos, debs, dist)
+        return cls._archive
+
+    def test_an_archive_takes_the_upload_and_the_packages(self):
+        """reprepro takes the _source.changes (whose distribution it
+        checks against the suite), the .dsc (includedsc) and binary
+        packages at the fork's version (includedeb)."""
+        fork, key, repos, debs, dist = self.archive()
+        self.assertEqual(fork.list(dist), {(p, a): self.version for p, a in [
+            ("mesa", "source"), ("mesa-vulkan-drivers", "amd64"), ("mesa-drm-shim", "amd64"),
+            ("mesa-vulkan-drivers", "arm64"), ("mesa-drm-shim", "arm64")]})
+        pool = os.path.join(fork.base, "pool", "main", "m", "mesa")
+        for name in (os.path.basename(self.dsc), "mesa_%s.orig.tar.xz" % forklib.MESA_VERSION):
+            self.assertTrue(os.path.exists(os.path.join(pool, name)), name)
+        # The upload, into an archive of its own: accepted for the suite
+        # its changelog names.
+        upload = aptlab.Archive(os.path.join(repos, "upload"), key, [dist], "mesa-fork")
+        r = upload.reprepro(["include", dist, self.changes], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(upload.list(dist), {("mesa", "source"): self.version})
+
+    def test_apt_installs_from_the_forks_archive(self):
+        """As a user: the archive's key in /etc/apt/keyrings, a file:
+        source with signed-by next to Debian's (a stand-in with trixie's
+        package), apt-get install takes the fork's package."""
+        if os.geteuid() != 0:
+            forklib.skip_optional("mmdebstrap in root mode and chroot need root")
+        fork, key, repos, debs, dist = self.archive()
+        debian = aptlab.Archive(os.path.join(repos, "debian-%d" % os.getpid()), key, [dist],
+                                "Debian-stand-in")
+        debian.reprepro(["includedeb", dist, aptlab.standin_deb(
+            debs, forklib.DEBIAN_VERSION, what="stand-in for Debian's package")])
+        with contextlib.redirect_stdout(io.StringIO()):
+            root = aptlab.AptRoot("archive", repos)
+        self.addCleanup(root.remove)
+        keyring = "/etc/apt/keyrings/mesa-fork.gpg"
+        shutil.copy(os.path.join(repos, "archive-key.gpg"), root.path(keyring))
+        inside = aptlab.AptRoot.INSIDE
+        root.write("/etc/apt/sources.list.d/debian.list", aptlab.sources_line(
+            "file:%s/%s" % (inside, os.path.basename(debian.base)), dist, keyring))
+        root.write("/etc/apt/sources.list.d/mesa-fork.list", aptlab.sources_line(
+            "file:%s/fork" % inside, dist, keyring))
+        with root.chroot.mounted():
+            r = root.apt(["update"])
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertNotIn("NO_PUBKEY", r.stdout)
+            r = root.apt(["install", "mesa-vulkan-drivers"])
+            self.assertEqual(r.returncode, 0, r.stdout)
+            self.assertEqual(root.installed(), self.version)
+            policy = root.apt(["apt-cache", "policy", "mesa-vulkan-drivers"]).stdout
+            self.assertRegex(policy, r"\*\*\* %s 500\n\s+500 file:%s/fork %s/main"
+                             % (re.escape(self.version), inside, dist))
+            # With another key in its place, apt refuses the archive.
+            other = aptlab.Key(tempfile.mkdtemp(dir=self.tmp.name), "someone else <x@invalid>")
+            self.addCleanup(other.close)
+            other.export(root.path(keyring))
+            r = root.apt(["update"])
+            self.assertIn("An error occurred during the signature verification", r.stdout)
+            self.assertIn("file:%s/fork %s InRelease" % (inside, dist), r.stdout)
 
     def test_refuses_without_a_changelog_author(self):
         with tempfile.TemporaryDirectory() as out:
@@ -373,14 +548,20 @@ class CrossPackages(unittest.TestCase):
         self.assertNotIn("Traceback", r.stderr)
 
 
-class AptPinning(unittest.TestCase):
-    def test_docs_give_the_preferences_deb_tests(self):
-        """docs/shipping.md shows users the file `mesa-fork deb` checks
-        with apt-cache policy, byte for byte."""
-        from mesafork import deb
+class ForkArchiveDocs(unittest.TestCase):
+    def test_docs_name_the_distribution_debsrc_writes(self):
+        """docs/shipping.md's reprepro configuration and the user's apt
+        source name the distribution of [debsrc], and no apt preferences
+        hold the fork (tests/test_packaging.py applies any it gives)."""
+        dist = forklib.config()["debsrc"]["distribution"]
         with open(os.path.join(forklib.TOP, "docs", "shipping.md")) as f:
             doc = f.read()
-        self.assertIn("```\n# %s\n%s```" % (deb.PIN_FILE, deb.PIN_PREFERENCES), doc)
+        self.assertIn("\nSuite: %s\nCodename: %s\n" % (dist, dist), doc)
+        self.assertIn("include %s mesa_" % dist, doc)
+        self.assertRegex(doc, r"deb \[signed-by=/etc/apt/keyrings/mesa-fork.gpg\] \S+ %s main"
+                         % dist)
+        self.assertIsNone(re.search(r"```\n# /etc/apt/preferences\.d/", doc),
+                          "docs/shipping.md gives users an apt preferences file")
 
 
 class ChrootRemoval(unittest.TestCase):

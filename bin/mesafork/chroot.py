@@ -56,8 +56,10 @@ class Chroot:
         tree's."""
         want = self.stamp_text(suite, variant, sources, packages, arch, foreign, apt_options)
         stamp = os.path.join(self.root, STAMP)
-        if os.path.exists(stamp) and open(stamp).read() == want:
-            return False
+        if os.path.exists(stamp):
+            with open(stamp) as f:
+                if f.read() == want:
+                    return False
         if os.geteuid() != 0:
             die("making the chroot %s needs root (mmdebstrap in root mode, then chroot and "
                 "bind mounts): run this command with sudo" % rel(self.root))

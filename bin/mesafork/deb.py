@@ -8,33 +8,41 @@ Two chroots made with mmdebstrap (bin/mesafork/chroot.py) and cached under
 makes it again), with the host's Debian mirror and its security archive:
   <suite>-build  buildd variant, plus ccache and lintian; build
                  dependencies come from `apt-get build-dep` on our .dsc,
-                 the kernel headers from <backports>, whose
-                 <drm/asahi_drm.h> must equal the pinned one of
-                 config/fork.ini [asahi_uapi]. Only apt runs as root
+                 the kernel headers from the linux-libc-dev that
+                 carries the <drm/asahi_drm.h> pinned by config/fork.ini
+                 [asahi_uapi] (uapi.find_pinned). Only apt runs as root
                  there: dpkg-source, dpkg-buildpackage and lintian (on the
                  .changes and on the .dsc) run as the user `builder`,
-                 with the uid of the owner of .work;
+                 with the invoking user's uid (proc.invoking_user: who
+                 ran sudo, else the owner of .work; 2000 for root);
   <suite>-base   minbase plus vulkan-tools and the Khronos validation
                  layer, never changed after it is made: each run copies it
                  to <suite>-test and installs the packages just built there.
 .work/deb is bind-mounted at /srv/mesa-fork in both, .work/ccache-deb at
 /srv/ccache in the build chroot. The drm-shims and mesa-fork-vkcheck are
 the ones `mesa-fork install` built on the host; they are copied into the
-test chroot.
+test chroot. The test chroot checks exactly the drivers whose ICD manifests
+the built packages ship (for this architecture and profile), and that a
+stand-in Debian security update is not hidden behind the fork.
+On the host, debsrc runs as the invoking user, and what root writes under
+.work outside the chroots is handed back to them at the end.
 """
 
 import glob
+import io
+import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import time
 
 from . import apt, cross, debian, distro, uapi
 from .chroot import DEBIAN_KEYRING as KEYRING, PATH, Chroot, sources_list
 from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
-from .proc import die, fmt_time, rel, remove_tree, run, step
+from .proc import die, fmt_time, hand_back, invoking_user, rel, remove_tree, run, step, user_dir
 from .sources import sha256
 
 INSIDE = "/srv/mesa-fork"
@@ -59,11 +67,12 @@ def deb_sources(fork, mirror, suites):
                                (sec[0], "%s-security" % suite) if sec else None)
 
 
-def build_uid(fork):
-    """The build user's uid: the owner of .work when that is not root (so
-    that what the build writes there stays theirs), else a fixed one."""
-    owner = os.stat(fork.work).st_uid
-    return owner if owner != 0 else FALLBACK_BUILD_UID
+def build_uid(fork, environ=None):
+    """The build user's uid: the invoking user's (proc.invoking_user: who
+    ran sudo, else the owner of .work), so that what the build writes
+    there stays theirs; a fixed one when that is root."""
+    user = invoking_user(fork.work, environ)
+    return user[0] if user else FALLBACK_BUILD_UID
 
 
 def inside(work_deb, path):
@@ -77,7 +86,6 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
     cross build: -a host_arch and the cross profile); returns the .changes
     file and the build time in seconds. Only apt runs as root: unpacking
     and building run as the chroot's build user, as on Debian's buildds."""
-    conf = fork.conf["deb"]
     tree_parent = os.path.join(work_deb, "build")
     shutil.rmtree(tree_parent, ignore_errors=True)
     os.makedirs(tree_parent)
@@ -100,31 +108,29 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
               % (os.path.basename(dsc), BUILD_USER, uid)):
         chroot.run_in(["dpkg-source", "-x", inside(work_deb, dsc), inside(work_deb, tree)],
                       quiet=True, user=BUILD_USER)
-    with step("apt-get update and dist-upgrade; linux-libc-dev from %s (<drm/asahi_drm.h>)"
-              % conf["backports"]):
+    # <drm/asahi_drm.h>: the linux-libc-dev every other build takes
+    # (config/fork.ini [asahi_uapi]: the first of its suites whose header
+    # has the pinned sha256), downloaded on the host by apt, which checks it
+    # against that suite's signed index, and installed from a file.
+    header = fork.conf["asahi_uapi"]["header"]
+    found = uapi.find_pinned(fork.work, fork.conf, distro.os_release().codename)
+    deb = os.path.join(work_deb, os.path.basename(found.deb))
+    shutil.copyfile(found.deb, deb)
+    with step("apt-get update and dist-upgrade; linux-libc-dev %s from %s (<%s>)"
+              % (found.version, found.suite, header)):
         # A cached build chroot is brought up to date, as sbuild-update does.
         chroot.run_in(["apt-get", "update"], quiet=True)
         chroot.run_in(["apt-get", "dist-upgrade", "-y"], quiet=True)
-        # From the chroot's own suites, as a trixie machine with backports
-        # enabled takes it; nothing from sid in the build's dependencies.
-        chroot.apt_install(["linux-libc-dev/%s" % conf["backports"]])
-    with step("<drm/asahi_drm.h> of the chroot is the pinned one (%s)"
-              % uapi.pinned_deb(fork.conf)):
-        # The header every other build uses (config/fork.ini [asahi_uapi]),
-        # compared by content: the package versions differ.
-        deb = uapi.download_pinned(fork.work, fork.conf, distro.os_release().codename)
-        header = fork.conf["asahi_uapi"]["header"]
-        pinned = uapi.header_sha256(deb, header)
+        chroot.apt_install([inside(work_deb, deb)], "--allow-downgrades")
+    os.unlink(deb)
+    with step("<%s> of the build chroot has the pinned sha256 (%s)"
+              % (header, uapi.pinned_sha256(fork.conf)[:16])):
         path = os.path.join(chroot.root, "usr", "include", header)
-        if not os.path.exists(path):
-            die("deb: linux-libc-dev from %s ships no %s: Honeykrisp needs Linux 6.16's "
-                "uAPI" % (conf["backports"], header))
-        if sha256(path) != pinned:
-            die("deb: the build chroot's %s (linux-libc-dev from %s) differs from the one "
-                "in %s, which every other build uses; Honeykrisp would be built against "
-                "another uAPI. Compare the two, then move the pin to a version with the "
-                "same header (docs/build-deps.md, \"The asahi uAPI header\")."
-                % (header, conf["backports"], os.path.basename(deb)))
+        got = sha256(path) if os.path.exists(path) else "missing"
+        if got != uapi.pinned_sha256(fork.conf):
+            die("deb: the build chroot's %s (linux-libc-dev %s from %s) has sha256 %s, not "
+                "the pinned %s; Honeykrisp would be built against another uAPI"
+                % (header, found.version, found.suite, got, uapi.pinned_sha256(fork.conf)))
     with step("apt-get build-dep %s%s" % (" ".join(cross + [os.path.basename(dsc)]),
                                            " -P " + ",".join(profiles) if profiles else "")):
         chroot.run_in(["apt-get", "build-dep", "-y", "--no-install-recommends"] + cross +
@@ -242,21 +248,30 @@ def chroot_vulkaninfo(chroot, env):
         env, lambda args: chroot.capture(["vulkaninfo"] + args, env=env).stdout)
 
 
-# docs/shipping.md gives this file to users: apt keeps the fork's packages
-# (every binary package of source mesa whose version has +mesafork) even
-# when a newer Debian version, such as a trixie security update, appears.
-PIN_FILE = "/etc/apt/preferences.d/mesa-fork.pref"
-PIN_PREFERENCES = """\
-Package: src:mesa
-Pin: version /\\+mesafork/
-Pin-Priority: 990
-"""
+# docs/shipping.md, section 4: no apt preferences. The fork's version,
+# <base>+mesaforkN, sorts above the base and below every later upload
+# Debian can make of the same upstream release (+debNNuM, M greater): a
+# Debian security update replaces the fork in the next `apt upgrade`, as
+# any upgrade, until the fork is rebuilt on it. `deb` shows that in its
+# test chroot with a stand-in.
+
+
+def next_update(base, n=1):
+    """The n-th stable update Debian can publish after base
+    (25.0.7-2+deb13u1 -> 25.0.7-2+deb13u2 for n=1)."""
+    m = re.match(r"(.*\+deb\d+u)(\d+)$", base)
+    if not m:
+        die("deb: base version %s has no +debNNuN suffix to count on from" % base)
+    return "%s%d" % (m.group(1), int(m.group(2)) + n)
 
 
 def fake_update(chroot, version, what):
     """A local apt repository in the chroot with an empty
     mesa-vulkan-drivers `version`, standing in for the next security
-    update; returns the sources.list line."""
+    update; returns the sources.list line. [trusted=yes]: a flat
+    repository this process wrote a moment ago, in a throwaway copy of
+    the test chroot; apt's signature check of a signed archive is what
+    tests/test_packaging.py shows (a reprepro archive, signed-by)."""
     repo = os.path.join(chroot.root, "srv", "fake-update")
     pkg = os.path.join(repo, "pkg")
     os.makedirs(os.path.join(pkg, "DEBIAN"))
@@ -279,52 +294,138 @@ def fake_update(chroot, version, what):
     return "deb [trusted=yes] file:/srv/fake-update ./\n"
 
 
-def candidate(chroot):
-    r = chroot.capture(["apt-cache", "policy", "mesa-vulkan-drivers"])
+def candidate(chroot, package="mesa-vulkan-drivers"):
+    r = chroot.capture(["apt-cache", "policy", package])
     m = re.search(r"Candidate: (\S+)", r.stdout)
     return (m.group(1) if m else None), r.stdout
 
 
-def pin_check(fork, chroot):
-    """The preferences of docs/shipping.md keep the fork installed when a
-    newer Debian version appears: apt-cache policy before and after."""
-    base = fork.conf["base"]["version"]
-    m = re.match(r"(.*\+deb\d+u)(\d+)$", base)
-    if not m:
-        die("deb: base version %s has no +debNNuN suffix to bump" % base)
-    update = "%s%d" % (m.group(1), int(m.group(2)) + 1)
+def upgradable(chroot):
+    """{package: (new version, installed version)} of `apt list
+    --upgradable` in the chroot."""
+    r = chroot.capture(["apt", "list", "--upgradable"])
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"([^/\s]+)/\S+ (\S+) \S+ \[upgradable from: ([^\]]+)\]", line)
+        if m:
+            out[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+def update_check(fork, chroot):
+    """A stand-in for Debian's next security update of the base, next to
+    the installed fork: apt must list it as upgradable and make it the
+    candidate (docs/shipping.md, section 4); an apt preference that hid
+    it (as the 990 pin on +mesafork did) fails here."""
     ours = debian_version(fork.conf)
+    update = next_update(fork.conf["base"]["version"])
     line = fake_update(chroot, update, "stand-in for the next security update")
     with open(os.path.join(chroot.root, "etc", "apt", "sources.list.d",
                            "fake-update.list"), "w") as f:
         f.write(line)
     chroot.run_in(["apt-get", "update"], quiet=True)
-    without, text = candidate(chroot)
-    print("apt pinning: a local repository offers mesa-vulkan-drivers %s" % update)
-    print("  without %s: candidate %s" % (PIN_FILE, without))
-    with open(os.path.join(chroot.root, PIN_FILE.lstrip("/")), "w") as f:
-        f.write(PIN_PREFERENCES)
-    pinned, text = candidate(chroot)
-    print("  with %s: candidate %s" % (PIN_FILE, pinned))
+    cand, text = candidate(chroot)
+    listed = upgradable(chroot).get("mesa-vulkan-drivers")
+    print("security update: a local repository offers mesa-vulkan-drivers %s" % update)
+    print("  apt list --upgradable: %s" % (
+        "%s [upgradable from: %s]" % listed if listed else "nothing"))
     print("\n".join("    " + l for l in text.splitlines()))
-    if without != update or pinned != ours:
-        die("deb: apt pinning did not behave: candidate %s without the pin (want %s), "
-            "%s with it (want %s)" % (without, update, pinned, ours))
+    if cand != update or listed != (update, ours):
+        die("deb: Debian's security update %s is hidden behind the fork %s: candidate %s, "
+            "apt list --upgradable %s" % (update, ours, cand, listed))
 
 
 DRIVER_NAMES = {"asahi": "Honeykrisp", "panfrost": "panvk",
                 "intel": "Intel open-source Mesa driver"}
 
 
-def show_drivers(fork, chroot, prefix):
-    """Each driver from /usr/share/vulkan/icd.d on its drm-shim, inside the
-    test chroot, with mesa-fork-vkcheck under the validation layer."""
+def _arch_map(value):
+    """{driver: [arch]} of 'DRIVER=ARCH,ARCH ...'."""
+    out = {}
+    for item in value.split():
+        drv, archs = item.split("=", 1)
+        out[drv] = archs.split(",")
+    return out
+
+
+def expected_drivers(conf, arch, profile):
+    """The fork's drivers ([drivers], in that order) whose manifests the
+    packages built for arch ship, from the config the debsrc rules edit
+    uses: with the profile, [debsrc] profile_vulkan_drivers except where
+    profile_driver_architectures leaves one out; without it, what Debian's
+    rules build (debian_driver_architectures) and Honeykrisp on
+    asahi_architectures."""
+    d = conf["debsrc"]
+    if profile:
+        only = debian.profile_driver_archs(d)
+        names = [drv for drv in d["profile_vulkan_drivers"].split()
+                 if drv not in only or arch in only[drv]]
+    else:
+        names = [drv for drv, archs in _arch_map(d["debian_driver_architectures"]).items()
+                 if arch in archs]
+        if arch in d["asahi_architectures"].split():
+            names.append("asahi")
+    return [drv for drv in conf["drivers"] if drv in names]
+
+
+ICD_DIR = "usr/share/vulkan/icd.d/"
+
+
+def deb_manifests(path):
+    """{manifest name: library_path} of the Vulkan ICD manifests a .deb
+    ships in /usr/share/vulkan/icd.d."""
+    r = subprocess.run(["dpkg-deb", "--fsys-tarfile", path], stdout=subprocess.PIPE)
+    if r.returncode != 0:
+        die("deb: dpkg-deb cannot read %s" % rel(path))
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(r.stdout)) as tar:
+        for m in tar.getmembers():
+            name = m.name[2:] if m.name.startswith("./") else m.name
+            if name.startswith(ICD_DIR) and name.endswith(".json") and m.isfile():
+                data = json.load(tar.extractfile(m))
+                out[os.path.basename(name)] = data.get("ICD", {}).get("library_path", "")
+    return out
+
+
+def shipped_drivers(conf, debs):
+    """The fork's drivers ([drivers], in that order) whose ICD manifest
+    one of debs ships (matched by the manifest's library_path), and every
+    manifest seen, as {name: library_path}."""
+    manifests = {}
+    for d in debs:
+        manifests.update(deb_manifests(d))
+    libs = {os.path.basename(p) for p in manifests.values()}
+    return ([drv for drv in conf["drivers"]
+             if os.path.basename(conf["drivers"][drv].split()[0]) in libs], manifests)
+
+
+def drivers_to_check(conf, arch, profile, debs):
+    """Exactly the drivers whose manifests the built packages (debs) ship;
+    stops when that is not what a build for arch with that profile (None:
+    without one) must ship (expected_drivers)."""
+    shipped, manifests = shipped_drivers(conf, debs)
+    want = expected_drivers(conf, arch, profile)
+    if shipped != want:
+        die("deb: the %s packages built %s ship the manifests of %s (%s); a build for %s "
+            "%s must ship %s (config/fork.ini [debsrc])"
+            % (arch, "with profile " + profile if profile else "without a profile",
+               ", ".join(shipped) or "none of the fork's drivers",
+               " ".join(sorted(manifests)) or "no ICD manifest", arch,
+               "with the profile" if profile else "without it", ", ".join(want) or "none"))
+    return shipped
+
+
+def show_drivers(fork, chroot, prefix, debs, arch, profile):
+    """Each driver whose ICD manifest the built packages (debs, for arch,
+    built with profile, or None) ship, from /usr/share/vulkan/icd.d on its
+    drm-shim inside the test chroot, with mesa-fork-vkcheck under the
+    validation layer."""
     conf = fork.conf
     # Mesa's version is the package's (Debian's rules write it), then the
     # fork's tag: "Mesa 25.0.7-2+deb13u1+mesafork1 (mesa-fork 1)".
     tag = "Mesa %s (%s)" % (debian_version(conf), fork_release(conf))
     ok_all = True
-    for drv in conf["drivers"]:
+    for drv in drivers_to_check(conf, arch, profile, debs):
         env = {"LD_PRELOAD": os.path.join(SHIMS_INSIDE, os.path.basename(
             shim_lib(prefix, conf, drv)))}
         env.update(shim_env_pairs(conf, drv))
@@ -354,10 +455,10 @@ def judge(drv, tag, lines, vkcheck):
     return good
 
 
-def host_programs(fork, prefix):
-    """The drm-shims and mesa-fork-vkcheck `mesa-fork install` built on
-    the host, which the test chroot runs."""
-    paths = [shim_lib(prefix, fork.conf, drv) for drv in fork.conf["drivers"]]
+def host_programs(fork, prefix, drivers):
+    """The drm-shims of drivers and mesa-fork-vkcheck, which `mesa-fork
+    install` built on the host and the test chroot runs."""
+    paths = [shim_lib(prefix, fork.conf, drv) for drv in drivers]
     paths.append(os.path.join(prefix, "bin", "mesa-fork-vkcheck"))
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
@@ -366,7 +467,7 @@ def host_programs(fork, prefix):
     return paths
 
 
-def install_and_show(fork, work_deb, changes, prefix, mirror):
+def install_and_show(fork, work_deb, changes, prefix, mirror, profile):
     conf = fork.conf["deb"]
     suite = conf["suite"]
     base = Chroot(os.path.join(fork.work, "chroot", "%s-base" % suite))
@@ -379,9 +480,10 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
         run(["cp", "-a", "--reflink=auto", base.root, test.root])
     shims = os.path.join(test.root, SHIMS_INSIDE.lstrip("/"))
     os.makedirs(shims)
-    for path in host_programs(fork, prefix):
-        shutil.copy2(path, shims)
     debs = glob.glob(os.path.join(os.path.dirname(changes), "*.deb"))
+    for path in host_programs(fork, prefix, drivers_to_check(fork.conf, fork.host_arch,
+                                                              profile, debs)):
+        shutil.copy2(path, shims)
     closure = same_build_closure(debs, "mesa-vulkan-drivers")
     with test.mounted():
         r = test.capture(["dpkg-query", "-W", "-f=${db:Status-Status} ${Package} ${Version}\\n",
@@ -397,9 +499,9 @@ def install_and_show(fork, work_deb, changes, prefix, mirror):
         print("installed: " + r.stdout.strip())
         r = test.capture(["ls", "/usr/share/vulkan/icd.d"])
         print("system ICD manifests: " + " ".join(r.stdout.split()))
-        ok = show_drivers(fork, test, prefix)
+        ok = show_drivers(fork, test, prefix, debs, fork.host_arch, profile)
         print()
-        pin_check(fork, test)
+        update_check(fork, test)
         return ok
 
 
@@ -470,7 +572,7 @@ def show_cross(fork, target, work_deb, changes, prefix):
     libdir = os.path.join("/usr/lib", multiarch(target.arch))
     tag = "Mesa %s (%s)" % (debian_version(fork.conf), fork_release(fork.conf))
     ok_all = True
-    for drv in target.conf["drivers"]:
+    for drv in drivers_to_check(target.conf, target.arch, fork.conf["debsrc"]["profile"], debs):
         shim = os.path.join(libdir, os.path.basename(target.conf["drivers"][drv].split()[1]))
         if not os.path.exists(os.path.join(root, shim[1:])):
             die("deb: mesa-drm-shim has no %s" % shim)
@@ -514,20 +616,46 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
         die("deb: builds Debian packages with Debian's mmdebstrap and archive; this is "
             "%s, not Debian" % osr.describe())
     target = fork.for_arch(arch) if arch and arch != fork.host_arch else None
-    if target:
-        return deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix,
-                         prepare_only)
+    # Only apt and the chroots need root: debsrc runs as the invoking user,
+    # and what root writes into .work outside the chroots (the build's log
+    # and lintian's reports, apt's private states) is handed back to them.
+    user = invoking_user(fork.work)
+    # --prepare-only unpacks elsewhere: the last build's packages stay.
+    work_deb = os.path.join(fork.work, "deb-%s%s" % ("prepare-" if prepare_only else "",
+                                                     target.arch) if target else
+                            ("deb-prepare" if prepare_only else "deb"))
+    ccache = os.path.join(fork.work, "ccache-deb")
+    try:
+        if target:
+            return deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix,
+                             prepare_only, work_deb)
+        return deb_native(fork, jobs, full, check, no_build, no_test, prefix, prepare_only,
+                          work_deb)
+    finally:
+        hand_back(user, [work_deb, ccache, os.path.join(fork.work, "apt")])
+
+
+def work_dirs(fork, work_deb):
+    """.work/deb (or its --prepare-only, --arch twin) and .work/ccache-deb,
+    made for the invoking user, and handed back to them when an earlier
+    run as root left them root's."""
+    user = invoking_user(fork.work)
+    dirs = [work_deb, os.path.join(fork.work, "ccache-deb")]
+    for d in dirs:
+        user_dir(d, user)
+    hand_back(user, dirs)
+
+
+def deb_native(fork, jobs, full, check, no_build, no_test, prefix, prepare_only, work_deb):
+    work_dirs(fork, work_deb)
     conf = fork.conf["deb"]
     suite = conf["suite"]
     profile = None if full else fork.conf["debsrc"]["profile"]
     prefix = fork.prefix(prefix)
     if not no_test and not prepare_only:
-        host_programs(fork, prefix)
+        host_programs(fork, prefix, expected_drivers(fork.conf, fork.host_arch, profile))
     mirror, _ = apt.debian_mirror(apt.os_codename())
-    # --prepare-only unpacks elsewhere: the last build's packages stay.
-    work_deb = os.path.join(fork.work, "deb-prepare" if prepare_only else "deb")
     ccache = os.path.join(fork.work, "ccache-deb")
-    os.makedirs(ccache, exist_ok=True)
     src = os.path.join(work_deb, "src")
     if no_build:
         changes, took = last_build(fork, work_deb)
@@ -571,7 +699,8 @@ def deb(fork, jobs=2, full=False, check=False, no_build=False, no_test=False, pr
 
 def finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test):
     return show_and_judge(
-        took, no_test, lambda: install_and_show(fork, work_deb, changes, prefix, mirror),
+        took, no_test, lambda: install_and_show(fork, work_deb, changes, prefix, mirror,
+                                                profile),
         "build time %s (dpkg-buildpackage -B%s)" % (fmt_time(took),
                                                      " -P" + profile if profile else ""),
         "a driver of the installed package")
@@ -591,7 +720,8 @@ def show_and_judge(took, no_test, show, what, subject):
         die("deb: %s did not come up on its drm-shim" % subject)
 
 
-def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix, prepare_only=False):
+def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix, prepare_only,
+              work_deb):
     """deb --arch: the profile's packages cross-built for target.arch in
     their own build chroot (the target added as a foreign architecture,
     Debian's crossbuild-essential), linted, and shown under qemu-user."""
@@ -616,14 +746,12 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix, prepar
                 "--prefix (or --no-test)" % (target.arch, rel(os.path.join(
                     prefix, "bin", "mesa-fork-vkcheck")), target.arch))
     mirror, _ = apt.debian_mirror(apt.os_codename())
-    work_deb = os.path.join(fork.work, "deb-%s%s" % ("prepare-" if prepare_only else "",
-                                                     target.arch))
+    work_dirs(fork, work_deb)
     if no_build:
         changes, took = last_build(fork, work_deb)
         print("deb: the %s build of %s, %s" % (target.arch, rel(changes), fmt_time(took)))
     else:
         ccache = os.path.join(fork.work, "ccache-deb")
-        os.makedirs(ccache, exist_ok=True)
         src = os.path.join(work_deb, "src")
         shutil.rmtree(src, ignore_errors=True)
         debian.debsrc(fork, output=src)

@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """`mesa-fork debsrc`: Debian's source package of the base with our series
 appended to its quilt series, the driverInfo tag, Honeykrisp and the build
-profile pkg.mesa.forkonly in debian/rules and debian/control, and a
-changelog entry by whoever makes it."""
+profile pkg.mesa.forkonly in debian/rules and debian/control, the fork's
+packager as its maintainer, and a changelog entry by them for the fork's
+distribution ([debsrc] distribution); the .dsc and the _source.changes an
+upload takes. Run as root, it does all of this as the invoking user
+(proc.invoking_user), so what it writes stays theirs."""
 
 import datetime
 import email.utils
@@ -14,7 +17,7 @@ import textwrap
 
 from . import series, sources
 from .config import cross_native_tools, debian_version, fork_release
-from .proc import die, rel, run, step
+from .proc import as_user, die, invoking_user, rel, run, step, user_dir
 
 
 # Build-dependencies a build with the profile does not need: the gallium,
@@ -342,18 +345,25 @@ def changelog_date():
     return email.utils.format_datetime(dt)
 
 
+# Fields of Debian's Source paragraph that name Debian's people and
+# repository: a package another archive publishes drops them (its
+# Maintainer is the fork's packager).
+DEBIAN_ONLY_FIELDS = ("Uploaders", "Vcs-Git", "Vcs-Browser")
+
+
 def set_maintainer(path, who):
-    """The fork's packager maintains the package, and the Vcs-* fields,
-    which name Debian's repository, are dropped. Debian's maintainer is
-    named in the changelog entry (XSBC-Original-Maintainer, as Ubuntu keeps
-    it, is a field Debian's lintian does not know). Returns Debian's."""
+    """The fork's packager maintains the package: Debian's Uploaders (Debian
+    developers, who did not upload this package) and Vcs-* fields (Debian's
+    repository) are dropped. Debian's maintainer is named in the changelog
+    entry (XSBC-Original-Maintainer, as Ubuntu keeps it, is a field
+    Debian's lintian does not know). Returns Debian's."""
     paragraphs, tail = read_control(path)
     source = paragraphs[0] if paragraphs and "Source" in paragraphs[0] else None
     if source is None or "Maintainer" not in source:
         die("debsrc: %s has no Maintainer field in its Source paragraph" % path)
     debian_maintainer = source["Maintainer"]
     source["Maintainer"] = who
-    for field in ("Vcs-Git", "Vcs-Browser"):
+    for field in DEBIAN_ONLY_FIELDS:
         if field in source:
             del source[field]
     write_control(path, paragraphs, tail)
@@ -370,9 +380,9 @@ def changelog_items(patches, changes):
     return lines
 
 
-def prepend_changelog(path, package, version, patches, date, who, changes=()):
-    """A new UNRELEASED entry on top of debian/changelog, written with
-    python3-debian's changelog module. (dch would do it too, but takes
+def prepend_changelog(path, package, version, patches, date, who, distribution, changes=()):
+    """A new entry for distribution on top of debian/changelog, written
+    with python3-debian's changelog module. (dch would do it too, but takes
     the date only from the clock: a reproducible package needs
     SOURCE_DATE_EPOCH's.)"""
     _, changelog = python3_debian()
@@ -381,7 +391,7 @@ def prepend_changelog(path, package, version, patches, date, who, changes=()):
             log = changelog.Changelog(f, strict=True)
     except changelog.ChangelogParseError as e:
         die("debsrc: python3-debian cannot parse %s: %s" % (path, e))
-    log.new_block(package=package, version=version, distributions="UNRELEASED",
+    log.new_block(package=package, version=version, distributions=distribution,
                   urgency="medium", author=who, date=date,
                   changes=[""] + changelog_items(patches, changes) + [""])
     with open(path, "w") as f:
@@ -401,12 +411,37 @@ def check_against_dsc(dsc, paths):
                                                   sources.sha256(path), listed.get(name)))
 
 
+def distribution(conf):
+    """The changelog entry's distribution: [debsrc] distribution, never
+    UNRELEASED (dput, dupload and reprepro refuse an upload for it)."""
+    dist = conf["debsrc"]["distribution"].strip()
+    if not dist or dist == "UNRELEASED" or len(dist.split()) != 1:
+        die("debsrc: [debsrc] distribution in config/fork.ini is %r: name the one suite "
+            "the fork's archive publishes the package in (trixie)" % dist)
+    return dist
+
+
 def debsrc(fork, output=None):
-    """Make a Debian source package: Debian's mesa with our series appended."""
+    """Make a Debian source package: Debian's mesa with our series appended.
+    As root, the work is done by the invoking user (proc.invoking_user):
+    root only makes the output directory when it is missing, for them."""
     if sources.verify_debian(fork):
         die("debsrc: run 'bin/mesa-fork fetch' first")
     maintainer = changelog_maintainer()
+    dist = distribution(fork.conf)
     out = os.path.abspath(output or os.path.join(fork.work, "debsrc"))
+    user = invoking_user(fork.work)
+    user_dir(out, user)
+    as_user(user, make_source_package, fork, out, maintainer, dist)
+
+
+def make_source_package(fork, out, maintainer, dist):
+    """debsrc's work, as whoever runs it: dpkg-source -x, quilt, the
+    debian/ changes, dpkg-source -b and dpkg-genchanges -S, in a temporary
+    directory; the results are copied into out."""
+    if not os.access(out, os.W_OK):
+        die("debsrc: %s is not writable by uid %d (made by an earlier run as root?): "
+            "remove it, or pass --output" % (rel(out), os.geteuid()))
     b = fork.conf["base"]
     version = debian_version(fork.conf)
     patches = series.patch_files(fork.patches)
@@ -435,7 +470,8 @@ def debsrc(fork, output=None):
             patch_debian_rules(os.path.join(src, "debian", "rules"), fork_release(fork.conf),
                                archs, d["profile"], d["profile_vulkan_drivers"].split(),
                                profile_driver_archs(d), cross_native_tools(fork.conf))
-        with step("debian/control, control.in: what profile %s skips; Maintainer" % d["profile"]):
+        with step("debian/control, control.in: what profile %s skips; Maintainer, no Uploaders"
+                  % d["profile"]):
             for name in ("control", "control.in"):
                 patch_debian_control(os.path.join(src, "debian", name), d["profile"],
                                      d["asahi_linux_libc_dev"], archs)
@@ -451,12 +487,11 @@ def debsrc(fork, output=None):
             " Mesa's compilers from a native build; see the fork's docs/shipping.md."
             % (d["profile"], d["profile"]),
             "Maintainer: the fork's packager (the package is Debian's, maintained by"
-            " %s); Vcs-* dropped." % debian_maintainer]
+            " %s); Uploaders and Vcs-* dropped." % debian_maintainer]
         with step("debian/changelog: %s by %s" % (version, maintainer)):
             prepend_changelog(os.path.join(src, "debian", "changelog"), b["package"],
-                              version, patches, changelog_date(), maintainer, changes)
-        os.makedirs(out, exist_ok=True)
-        with step("dpkg-source -b into %s" % rel(out)):
+                              version, patches, changelog_date(), maintainer, dist, changes)
+        with step("dpkg-source -b and dpkg-genchanges -S -sa (for %s) into %s" % (dist, rel(out))):
             orig = sources.debian_file(fork, "orig")
             # Mesa's signature of the release tarball, which Debian's .dsc
             # lists (and dpkg-source -x checked against it): dpkg-source -b
@@ -466,10 +501,19 @@ def debsrc(fork, output=None):
             for f in upstream:
                 shutil.copy(f, tmp)
             run(["dpkg-source", "-b", os.path.basename(src)], cwd=tmp, quiet=True)
+            # What an upload (dput, dupload, reprepro include) takes: the
+            # source-only .changes, with the release tarball and its
+            # signature (-sa), which the fork's archive does not have yet.
+            run(["dpkg-genchanges", "-S", "-sa", "-O" + os.path.join(
+                tmp, "%s_%s_source.changes" % (b["package"], version))], cwd=src, quiet=True)
             for f in glob.glob(os.path.join(tmp, "*%s*" % version)) + \
                     [os.path.join(tmp, os.path.basename(f)) for f in upstream]:
-                shutil.copy(f, out)
+                dest = os.path.join(out, os.path.basename(f))
+                if os.path.lexists(dest):   # a file of an earlier run, maybe root's
+                    os.unlink(dest)
+                shutil.copy(f, dest)
     dsc = os.path.join(out, "%s_%s.dsc" % (b["package"], version))
-    print("debsrc: %s" % rel(dsc))
+    print("debsrc: %s (for %s; upload %s)" % (rel(dsc), dist, rel(os.path.join(
+        out, "%s_%s_source.changes" % (b["package"], version)))))
     print("build it with: dpkg-source -x %s && cd %s-%s && dpkg-buildpackage -b"
           % (rel(dsc), b["package"], b["upstream_version"]))

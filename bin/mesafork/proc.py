@@ -4,9 +4,12 @@ runs commands through run() and stops with die()."""
 
 import contextlib
 import os
+import pickle
+import pwd
 import subprocess
 import sys
 import time
+import traceback
 
 
 def fmt_time(s):
@@ -88,3 +91,99 @@ def remove_tree(root):
     if left:
         die("%s is still mounted; not removing %s" % (left[0], rel(root)))
     run(["rm", "-rf", "--one-file-system", root], quiet=True)
+
+
+def invoking_user(work, environ=None):
+    """(uid, gid) of the user a verb run as root does its host-side work
+    as (debsrc, and deb outside its chroots), so that what it writes under
+    .work stays theirs: the user sudo was run by (SUDO_UID, SUDO_GID), else
+    the owner of work (of its nearest existing parent while there is no
+    work yet). None when this process is not root (it already is that
+    user) or when that owner is root too (everything is root's)."""
+    environ = os.environ if environ is None else environ
+    if os.geteuid() != 0:
+        return None
+    uid = environ.get("SUDO_UID", "")
+    if uid.isdigit() and int(uid) != 0:
+        gid = environ.get("SUDO_GID", "")
+        return int(uid), int(gid) if gid.isdigit() else int(uid)
+    path = os.path.abspath(work)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    st = os.stat(path)
+    return (st.st_uid, st.st_gid) if st.st_uid != 0 else None
+
+
+def as_user(user, fn, *args, **kwargs):
+    """fn(*args, **kwargs), run as user ((uid, gid), from invoking_user;
+    None: in this process, as it is) in a child process that drops root
+    for good before calling it: everything fn and the commands it runs
+    write belongs to that user. Returns fn's result (pickled through a
+    pipe). When fn stops with die(), the child has said why and this
+    process exits with its status."""
+    if user is None:
+        return fn(*args, **kwargs)
+    uid, gid = user
+    sys.stdout.flush()
+    sys.stderr.flush()
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(rfd)
+            try:
+                entry = pwd.getpwuid(uid)
+                os.initgroups(entry.pw_name, gid)
+                if os.path.isdir(entry.pw_dir):
+                    os.environ["HOME"] = entry.pw_dir
+            except KeyError:   # a uid without a name (.work of uid 2000)
+                os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            result = fn(*args, **kwargs)
+            with os.fdopen(wfd, "wb") as f:
+                pickle.dump(result, f)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(code)
+    return pickle.loads(data)
+
+
+def user_dir(path, user):
+    """makedirs(path) by root for user ((uid, gid), or None: as it is):
+    each directory it creates is handed to the user, so that the user's
+    steps can write there."""
+    path = os.path.abspath(path)
+    missing = []
+    while not os.path.exists(path):
+        missing.insert(0, path)
+        path = os.path.dirname(path)
+    for d in missing:
+        os.mkdir(d)
+        if user is not None:
+            os.chown(d, *user)
+
+
+def hand_back(user, paths):
+    """What root wrote under paths (directories of .work a root verb
+    writes into) goes back to user ((uid, gid); None: nothing to do):
+    chown -R, never following symbolic links."""
+    if user is None:
+        return
+    for p in paths:
+        if os.path.lexists(p):
+            run(["chown", "-R", "-P", "%d:%d" % user, p], quiet=True)
