@@ -13,6 +13,11 @@
  * drm-shim that makes those pages of the shim's sparse backing real). Off
  * by default.
  *
+ * Before the first block, after every GiB held and before freeing, it
+ * prints a "memory:" line: bytes held, the heap's size, and when the device
+ * has VK_EXT_memory_budget the heap's budget and usage, in bytes and GiB
+ * ("budget=none usage=none" without it).
+ *
  * On Apple hardware, run it with HK_SYSMEM raised (in bytes) to see the VA
  * window rather than Honeykrisp's heap size stop it; the kernel and the
  * machine's RAM still apply.
@@ -44,6 +49,56 @@ rss_mib(void)
    if (f)
       fclose(f);
    return kib < 0 ? -1 : kib / 1024;
+}
+
+static bool
+has_memory_budget(VkPhysicalDevice pd)
+{
+   uint32_t count = 0;
+   if (vkEnumerateDeviceExtensionProperties(pd, NULL, &count, NULL) !=
+       VK_SUCCESS)
+      return false;
+   VkExtensionProperties *exts = calloc(count ? count : 1, sizeof(*exts));
+   bool found = false;
+   if (exts && vkEnumerateDeviceExtensionProperties(pd, NULL, &count, exts) ==
+                  VK_SUCCESS) {
+      for (uint32_t i = 0; i < count; ++i)
+         found |= !strcmp(exts[i].extensionName,
+                          VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+   }
+   free(exts);
+   return found;
+}
+
+/* One "memory:" line for heap HEAP: what the probe holds, the heap's size,
+ * and its budget and usage when the device reports them.
+ */
+static void
+print_memory(VkPhysicalDevice pd, bool budget, uint32_t heap,
+             unsigned long long held)
+{
+   VkPhysicalDeviceMemoryBudgetPropertiesEXT mb = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+   };
+   VkPhysicalDeviceMemoryProperties2 mp = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+      .pNext = budget ? &mb : NULL,
+   };
+   vkGetPhysicalDeviceMemoryProperties2(pd, &mp);
+   const double gib = 1ull << 30;
+   unsigned long long size = mp.memoryProperties.memoryHeaps[heap].size;
+   printf("memory: held=%llu heap=%llu", held, size);
+   if (budget) {
+      unsigned long long b = mb.heapBudget[heap], u = mb.heapUsage[heap];
+      printf(" budget=%llu usage=%llu (GiB: held %.2f, heap %.2f, budget "
+             "%.2f, usage %.2f)\n",
+             b, u, held / gib, size / gib, b / gib, u / gib);
+   } else {
+      printf(" budget=none usage=none (GiB: held %.2f, heap %.2f; no "
+             "VK_EXT_memory_budget)\n",
+             held / gib, size / gib);
+   }
+   fflush(stdout);
 }
 
 static int
@@ -105,6 +160,10 @@ main(int argc, char **argv)
           heap->size / (double)(1ull << 30), block_mib,
           touch ? ", first and last page written" : ", not touched",
           target_gib ? "" : ", until an allocation fails");
+
+   const bool budget = has_memory_budget(pd);
+   const uint32_t heap_index = d.mp.memoryTypes[type].heapIndex;
+   print_memory(pd, budget, heap_index, 0);
 
    const VkDeviceSize block = block_mib << 20;
    VkDeviceMemory *mems = calloc(MAX_BLOCKS, sizeof(*mems));
@@ -170,6 +229,8 @@ main(int argc, char **argv)
          vkUnmapMemory(d.dev, mems[n]);
       }
       n++;
+      if ((n * block) >> 30 != ((n - 1) * block) >> 30)
+         print_memory(pd, budget, heap_index, n * block);
    }
    if (n == MAX_BLOCKS && stop == VK_SUCCESS)
       what = "block limit of the probe";
@@ -177,6 +238,7 @@ main(int argc, char **argv)
    printf("held: %.2f GiB in %u blocks; stopped by %s: %s\n",
           n * (double)block / (1ull << 30), n, what, mf_result_str(stop));
    printf("rss: %ld MiB\n", rss_mib());
+   print_memory(pd, budget, heap_index, n * block);
 
    for (unsigned i = 0; i < n; ++i) {
       vkDestroyBuffer(d.dev, bufs[i], NULL);
