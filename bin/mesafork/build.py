@@ -11,7 +11,7 @@ import subprocess
 
 from . import apt, cross, series, sources, uapi, upstreaming
 from .config import BASE_TAG, BRANCH, driver_info_tag, parse_arches
-from .proc import capture, die, rel, run, step, write_if_changed
+from .proc import capture, die, make_dirs, rel, remove_owned, run, step, write_if_changed
 
 
 class ConfigureError(Exception):
@@ -36,7 +36,7 @@ def build_env(top):
 
 def write_native_file(d, extra=(), name="native.ini"):
     """meson's native file: Debian's python3, and extra [binaries] lines."""
-    os.makedirs(d, exist_ok=True)
+    make_dirs(d)
     path = os.path.join(d, name)
     text = "[binaries]\npython = '/usr/bin/python3'\npython3 = '/usr/bin/python3'\n"
     text += "".join(line + "\n" for line in extra)
@@ -144,7 +144,8 @@ def configure(build, src, opts, machine, env):
             why = ("%s no longer in config/fork.ini" % ", ".join("-D" + d for d in dropped)
                    if dropped else "options unknown")
             with step("remove %s (%s)" % (rel(build), why)):
-                shutil.rmtree(build)
+                remove_owned(build)
+        make_dirs(build)
         with step("meson setup %s" % rel(build)):
             run(["meson", "setup", build, src] + machine + opts, env=env, quiet=True)
     with open(stamp, "w") as f:

@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 
-from .proc import die, rel, remove_tree, run, step
+from .proc import die, make_dirs, mark, rel, remove_tree, run, step
 
 PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -68,7 +68,7 @@ class Chroot:
                 "mmdebstrap)")
         tmp = self.root + ".new"
         remove_tree(tmp)
-        os.makedirs(os.path.dirname(tmp), exist_ok=True)
+        make_dirs(os.path.dirname(tmp))
         cmd = ["mmdebstrap", "--mode=root", "--variant=" + variant,
                "--architectures=" + ",".join([arch] + list(foreign)),
                # Keep apt's lists: the verbs install more from them.
@@ -81,6 +81,7 @@ class Chroot:
                   % (variant, suite, ",".join([arch] + list(foreign)), rel(self.root),
                      " ".join(packages) or "no extra packages")):
             run(cmd, quiet=True)
+        mark(tmp)
         remove_tree(self.root)
         os.rename(tmp, self.root)
         with open(stamp, "w") as f:

@@ -8,7 +8,7 @@ import platform
 import re
 import subprocess
 
-from .proc import die
+from .proc import MARK, die, make_dirs, mark
 
 BRANCH = "mesa-fork"
 BASE_TAG = "base"
@@ -156,6 +156,15 @@ class Fork:
         self.default_prefix = os.path.join(self.work, "prefix" + suffix)
         self.sysroot = os.path.join(self.work, "sysroot", self.arch) if self.cross else None
 
+    def adopt_default_work(self):
+        """The clone's own .work/ is mesa-fork's by definition (git-ignored,
+        made for its verbs): one an older mesa-fork made without marks is
+        marked. A MESA_FORK_WORK directory is only ever mesa-fork's where
+        make_dirs() made it."""
+        if os.path.abspath(self.work) == os.path.join(self.top, ".work") and \
+                os.path.isdir(self.work) and not os.path.exists(os.path.join(self.work, MARK)):
+            mark(self.work)
+
     def for_arch(self, arch):
         """The same repository and work directory, for another architecture."""
         return Fork(self.top, self.work, arch)
@@ -198,7 +207,7 @@ class Fork:
             if os.path.exists(path):
                 os.unlink(path)
             return
-        os.makedirs(self.work, exist_ok=True)
+        make_dirs(self.work)
         with open(path, "w") as f:
             f.write(os.path.abspath(prefix) + "\n")
 

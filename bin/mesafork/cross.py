@@ -13,7 +13,7 @@ import subprocess
 
 from . import apt, distro
 from .config import arch_section, cross_native_tools
-from .proc import die, rel, remove_tree, run, step, write_if_changed
+from .proc import die, make_dirs, mark, rel, remove_tree, run, step, write_if_changed
 
 
 def arch_conf(fork):
@@ -131,7 +131,7 @@ def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
     uri, _ = apt.debian_mirror(distro.os_release().codename)
     tmp = dest + ".new"
     remove_tree(tmp)
-    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    make_dirs(os.path.dirname(tmp))
     # As a user, mmdebstrap's unshare mode would hand the tree to a
     # subordinate uid, which this code could then not finish (links, stamp):
     # not supported yet, and said so.
@@ -149,6 +149,7 @@ def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
         if not os.path.lexists(os.path.join(tmp, d)) and \
                 os.path.isdir(os.path.join(tmp, "usr", d)):
             os.symlink(os.path.join("usr", d), os.path.join(tmp, d))
+    mark(tmp)
     remove_tree(dest)
     os.rename(tmp, dest)
     with open(stamp, "w") as f:

@@ -42,7 +42,8 @@ from . import apt, cross, debian, distro, uapi
 from .chroot import DEBIAN_KEYRING as KEYRING, PATH, Chroot, sources_list
 from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
-from .proc import die, fmt_time, hand_back, invoking_user, rel, remove_tree, run, step, user_dir
+from .proc import (die, fmt_time, hand_back, invoking_user, make_dirs, rel, remove_owned,
+                  remove_tree, run, step, user_dir)
 from .sources import sha256
 
 INSIDE = "/srv/mesa-fork"
@@ -87,8 +88,8 @@ def build_packages(fork, chroot, work_deb, dsc, profile, check, jobs, host_arch=
     file and the build time in seconds. Only apt runs as root: unpacking
     and building run as the chroot's build user, as on Debian's buildds."""
     tree_parent = os.path.join(work_deb, "build")
-    shutil.rmtree(tree_parent, ignore_errors=True)
-    os.makedirs(tree_parent)
+    remove_owned(tree_parent)
+    make_dirs(tree_parent)
     uid = build_uid(fork)
     chroot.add_user(BUILD_USER, uid)
     os.chown(tree_parent, uid, uid)
@@ -284,7 +285,7 @@ def fake_update(chroot, version, what):
     deb_file = "mesa-vulkan-drivers_%s_%s.deb" % (version, arch)
     chroot.run_in(["dpkg-deb", "--build", "/srv/fake-update/pkg",
                    "/srv/fake-update/" + deb_file], quiet=True)
-    shutil.rmtree(pkg)
+    remove_owned(pkg)
     path = os.path.join(repo, deb_file)
     digest = sha256(path)
     r = subprocess.run(["dpkg-deb", "-f", path], stdout=subprocess.PIPE, text=True)
@@ -661,7 +662,7 @@ def deb_native(fork, jobs, full, check, no_build, no_test, prefix, prepare_only,
         changes, took = last_build(fork, work_deb)
         print("deb: the build of %s, %s" % (rel(changes), fmt_time(took)))
         return finish(fork, work_deb, changes, took, profile, prefix, mirror, no_test)
-    shutil.rmtree(src, ignore_errors=True)
+    remove_owned(src)
     debian.debsrc(fork, output=src)
     dsc = os.path.join(src, "%s_%s.dsc" % (fork.conf["base"]["package"],
                                            debian_version(fork.conf)))
@@ -753,7 +754,7 @@ def deb_cross(fork, target, jobs, full, check, no_build, no_test, prefix, prepar
     else:
         ccache = os.path.join(fork.work, "ccache-deb")
         src = os.path.join(work_deb, "src")
-        shutil.rmtree(src, ignore_errors=True)
+        remove_owned(src)
         debian.debsrc(fork, output=src)
         dsc = os.path.join(src, "%s_%s.dsc" % (fork.conf["base"]["package"],
                                                debian_version(fork.conf)))

@@ -6,6 +6,7 @@ import contextlib
 import os
 import pickle
 import pwd
+import shutil
 import subprocess
 import sys
 import time
@@ -66,6 +67,68 @@ def write_if_changed(path, text):
         f.write(text)
 
 
+# What the CLI makes, it marks: the topmost directory make_dirs() creates
+# holds this file, and nothing is deleted unless it or a directory above it
+# holds one. MESA_FORK_WORK may name a directory of the user's ($HOME, say)
+# where a mesa/ or build/ of theirs must survive every verb.
+MARK = ".mesa-fork-made"
+
+
+def mark(d):
+    """Record that mesa-fork made directory d (and may delete it)."""
+    with open(os.path.join(d, MARK), "w") as f:
+        f.write("mesa-fork made this directory; its verbs may delete it and what is "
+                "below it.\n")
+
+
+def make_dirs(path):
+    """os.makedirs(path, exist_ok=True) that marks the topmost directory
+    it creates. Returns path."""
+    path = os.path.abspath(path)
+    top, p = None, path
+    while not os.path.lexists(p):
+        top, p = p, os.path.dirname(p)
+    os.makedirs(path, exist_ok=True)
+    if top is not None:
+        mark(top)
+    return path
+
+
+def made_by_us(path):
+    """The directory whose mark makes path mesa-fork's (path itself or a
+    directory above it), or None."""
+    p = os.path.abspath(path)
+    while True:
+        if os.path.isfile(os.path.join(p, MARK)):
+            return p
+        up = os.path.dirname(p)
+        if up == p:
+            return None
+        p = up
+
+
+def check_owned(path):
+    """Stop, in one line, before deleting path if mesa-fork did not make it.
+    A symbolic link is only unlinked (nothing it points to goes), so it
+    passes."""
+    if not os.path.lexists(path) or os.path.islink(path):
+        return
+    if made_by_us(path) is None:
+        die("refusing to delete %s: mesa-fork did not make it (no %s in it or above "
+            "it); move it away, or set MESA_FORK_WORK to a directory of its own"
+            % (path, MARK))
+
+
+def remove_owned(path):
+    """shutil.rmtree(path) (unlink for a link) when mesa-fork made it;
+    nothing to do when it does not exist."""
+    check_owned(path)
+    if os.path.islink(path):
+        os.unlink(path)
+    elif os.path.exists(path):
+        shutil.rmtree(path)
+
+
 def mounts_under(root):
     """Mount points at or below root, deepest first, from the kernel's
     table (what an earlier, killed run may have left bind-mounted)."""
@@ -85,6 +148,7 @@ def remove_tree(root):
     the chroot's file system."""
     if not os.path.exists(root):
         return
+    check_owned(root)
     for point in mounts_under(root):
         subprocess.run(["umount", "-l", point])
     left = mounts_under(root)
@@ -174,6 +238,10 @@ def user_dir(path, user):
         path = os.path.dirname(path)
     for d in missing:
         os.mkdir(d)
+        if d == missing[0]:
+            mark(d)
+            if user is not None:
+                os.chown(os.path.join(d, MARK), *user)
         if user is not None:
             os.chown(d, *user)
 

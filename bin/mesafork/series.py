@@ -8,13 +8,12 @@ import glob
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
 from . import sources
 from .config import BASE_TAG, BRANCH
-from .proc import die, rel, run, step
+from .proc import check_owned, die, make_dirs, rel, remove_owned, run, step
 
 
 def git(fork, *args, cwd=None, capture=True, check=True, env=None, raw=False, stdin=None):
@@ -42,10 +41,11 @@ def scratch_worktree(fork, path, rev):
     """A detached worktree of the tree at path, checked out at rev (one
     left there by an interrupted run is replaced), removed afterwards."""
     if os.path.exists(path):
+        check_owned(path)
         git(fork, "worktree", "remove", "--force", path, check=False)
-        shutil.rmtree(path, ignore_errors=True)
+        remove_owned(path)
     git(fork, "worktree", "prune")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    make_dirs(os.path.dirname(path))
     git(fork, "worktree", "add", "--detach", path, rev)
     try:
         yield path
@@ -219,14 +219,16 @@ def prepare(fork, force=False):
                 "--force to rebuild the tree from patches/ (%d patches)."
                 % (why, len(patch_files(fork.patches))))
         print("prepare: %s; rebuilding the tree" % why)
+    # Before anything else: a tree mesa-fork did not make is never replaced.
+    check_owned(fork.tree)
     if sources.uses_upstream(fork):
         sources.verify_upstream(fork)
     elif sources.verify_debian(fork):
         die("prepare: sources missing or not verified; run 'bin/mesa-fork fetch'")
     if os.path.exists(fork.tree):
         with step("remove old %s" % rel(fork.tree)):
-            shutil.rmtree(fork.tree)
-    os.makedirs(fork.tree)
+            remove_owned(fork.tree)
+    make_dirs(fork.tree)
     env = fixed_git_env(unpack_base(fork))
     with step("git init, base commit, tag '%s'" % BASE_TAG):
         git(fork, "init", "-q", "-b", BRANCH)

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 
 from . import apt, distro
-from .proc import die, rel, step
+from .proc import die, make_dirs, rel, remove_owned, step
 
 # Where a system without apt may have the VMA header.
 SYSTEM_VMA_HEADERS = ("/usr/include/vk_mem_alloc.h", "/usr/include/vma/vk_mem_alloc.h")
@@ -125,7 +125,7 @@ def vma_from_system(fork):
     mesa-fork-memtypes is not built)."""
     for path in SYSTEM_VMA_HEADERS:
         if os.path.exists(path):
-            os.makedirs(vma_include(fork), exist_ok=True)
+            make_dirs(vma_include(fork))
             shutil.copyfile(path, os.path.join(vma_include(fork), "vk_mem_alloc.h"))
             print("fetch: VMA header copied from %s (its version is not checked)" % path)
             return
@@ -161,7 +161,7 @@ def fetch_vma(fork, use_apt=None):
                 vma_from_system(fork)
             return
     with step("unpack %s from %s" % (v["header"], orig)):
-        os.makedirs(vma_include(fork), exist_ok=True)
+        make_dirs(vma_include(fork))
         with open(header + ".tmp", "wb") as out:
             r = subprocess.run(["tar", "xzOf", os.path.join(fork.cache, orig), "--wildcards",
                                 "*/" + v["header"]], stdout=out)
@@ -408,8 +408,8 @@ class SourceFiles:
                 self.tried.append("%s: its index could not be had (%s)" % (source, error))
                 continue
             tmp = os.path.join(self.fork.cache, "apt-source")
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(tmp)
+            remove_owned(tmp)
+            make_dirs(tmp)
             try:
                 with step(source):
                     r = subprocess.run(["apt-get"] + opts + [
@@ -426,7 +426,7 @@ class SourceFiles:
                 self.tried.append(source + (": " + ", ".join(self.missing()) + " missing"
                                             if self.missing() else ": verified"))
             finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+                remove_owned(tmp)
             if not self.missing():
                 return
 
@@ -499,7 +499,7 @@ def on_debian():
 def fetch(fork, tarball=None):
     """Download Debian's Mesa source package into the cache and verify it."""
     b = fork.conf["base"]
-    os.makedirs(fork.cache, exist_ok=True)
+    make_dirs(fork.cache)
     fetch_vma(fork)
     if tarball:
         fetch_tarball(fork, tarball)
@@ -546,7 +546,7 @@ def fetch_without_apt(fork, tarball=None):
     """What install --no-deps needs, without apt: Mesa's release tarball
     (a file or URL, or the one fetch --tarball verified before) and the
     VMA header from the cache or the system."""
-    os.makedirs(fork.cache, exist_ok=True)
+    make_dirs(fork.cache)
     require_tarball(fork, tarball)
     fetch_vma(fork, use_apt=False)
     if tarball:

@@ -37,7 +37,7 @@ import subprocess
 
 from . import distro
 from .apt import StateError, index_fields, private_state
-from .proc import die, rel, step
+from .proc import die, make_dirs, rel, remove_owned, step
 from .sources import sha256
 
 
@@ -70,10 +70,8 @@ def use_local(fork, src=None):
             die("--asahi-uapi %s: no %s there (give the directory that holds "
                      "drm/ and linux/, e.g. the usr/include of 'make headers_install')"
                      % (src, c["header"]))
-        if os.path.islink(dest):
-            os.unlink(dest)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        remove_owned(dest)
+        make_dirs(os.path.dirname(dest))
         # The whole directory, searched after the system's headers: the
         # newer drm/ headers include linux/ headers older systems lack.
         os.symlink(src, dest)
@@ -91,7 +89,7 @@ def use_local(fork, src=None):
     system = os.path.join(SYSTEM_INCLUDE, c["header"])
     if os.path.exists(system):
         # Nothing pinned may stay in front of the system's header.
-        shutil.rmtree(first_dir(fork.work), ignore_errors=True)
+        remove_owned(first_dir(fork.work))
         got = sha256(system)
         if got == pinned_sha256(fork.conf):
             return "%s, the system's kernel headers (sha256 matches the pin)" % system
@@ -259,13 +257,12 @@ def fetch(work, conf, codename):
 
     # What an earlier pin unpacked goes first: if no suite has the pinned
     # header, no build may find another one there.
-    if os.path.islink(dest):
-        os.unlink(dest)
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.rmtree(first_dir(work), ignore_errors=True)
+    remove_owned(dest)
+    remove_owned(first_dir(work))
     o = find_pinned(work, conf, codename)
     unpacked = os.path.join(work, "apt", "asahi-uapi-unpacked")
-    shutil.rmtree(unpacked, ignore_errors=True)
+    remove_owned(unpacked)
+    make_dirs(os.path.dirname(unpacked))
     with step("dpkg -x %s" % os.path.basename(o.deb)):
         subprocess.run(["dpkg", "-x", o.deb, unpacked], check=True)
     src = os.path.join(unpacked, "usr", "include")
@@ -273,10 +270,10 @@ def fetch(work, conf, codename):
             sha256(os.path.join(src, c["header"])) != pinned_sha256(conf):
         die("%s unpacked a %s that is not the pinned one; refusing it"
             % (os.path.basename(o.deb), c["header"]))
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    make_dirs(os.path.dirname(dest))
     shutil.copytree(src, dest)
     shutil.copytree(os.path.join(src, "drm"), os.path.join(first_dir(work), "drm"))
-    shutil.rmtree(unpacked, ignore_errors=True)
+    remove_owned(unpacked)
     line = pinned_source(conf, "%s %s (%s)" % (c["package"], o.version, o.suite))
     with open(stamp, "w") as f:
         f.write(line + "\n")
