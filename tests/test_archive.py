@@ -35,7 +35,7 @@ import threading
 import unittest
 
 import forklib
-from mesafork import apt, config, distro, sources, uapi
+from mesafork import apt, config, distro, proc, sources, uapi
 
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
                       text=True).stdout.strip()
@@ -254,8 +254,10 @@ class HeaderPinnedByContent(Standin):
         self.archive.add_headers_deb("sid", "9.0.2-1", PINNED)
         self.archive.publish()
         c = self.conf()
+        # What an earlier run made (and marked: the work directory is
+        # not mesa-fork's, as with MESA_FORK_WORK=$HOME).
         for d in (uapi.include_dir(self.work), uapi.first_dir(self.work)):
-            os.makedirs(os.path.join(d, "drm"))
+            proc.make_dirs(os.path.join(d, "drm"))
             with open(os.path.join(d, HEADER), "wb") as f:
                 f.write(OTHER)
         with open(os.path.join(uapi.include_dir(self.work), ".source"), "w") as f:
@@ -295,8 +297,10 @@ class HeaderPinnedByContent(Standin):
     def test_only_another_header_stops_in_one_line_and_unpacks_nothing(self):
         """And what an earlier pin unpacked is gone, so that no build
         finds another header there."""
+        # What an earlier run made (and marked: the work directory is
+        # not mesa-fork's, as with MESA_FORK_WORK=$HOME).
         for d in (uapi.include_dir(self.work), uapi.first_dir(self.work)):
-            os.makedirs(os.path.join(d, "drm"))
+            proc.make_dirs(os.path.join(d, "drm"))
             with open(os.path.join(d, HEADER), "wb") as f:
                 f.write(OTHER)
         self.archive.add_headers_deb("trixie-backports", "9.1.0-1~bpo13+1", OTHER)

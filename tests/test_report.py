@@ -85,6 +85,28 @@ class DryReport(unittest.TestCase):
             self.assertIn("### %s: " % probe, body)
             self.assertRegex(body, r"### %s: .* \(exit 0\)" % probe)
 
+    def test_memory_budget_stock_vs_fork_on_hk_and_panvk(self):
+        """hk and panvk sections show the probe's first and last memory:
+        lines, stock without the extension, the fork with a budget at
+        most the heap and a usage grown by about the GiB allocated."""
+        sections = dict(s.split("\n", 1) for s in re.split(r"\n## ", self.text)[1:])
+        line = re.compile(r"^memory: held=(\d+) heap=(\d+) budget=(\d+|none) "
+                          r"usage=(\d+|none)", re.M)
+        for head in ("Honeykrisp (dry run on drm-shim)", "panvk (dry run on drm-shim)"):
+            body = sections[head]
+            self.assertIn("### mesa-fork-va-probe --target-gib 1", body)
+            stock = body.split("\nstock (exit 0):", 1)[1].split("\nfork (exit 0):", 1)
+            self.assertEqual(len(stock), 2, body)
+            stock, fork = [line.findall(t.split("\n### ", 1)[0]) for t in stock]
+            self.assertEqual(len(stock), 2, body)
+            self.assertEqual(len(fork), 2, body)
+            self.assertTrue(all(b == "none" and u == "none" for _, _, b, u in stock), stock)
+            (h0, heap, b0, u0), (h1, _, b1, u1) = [[int(x) for x in l] for l in fork]
+            self.assertEqual((h0, h1), (0, 1 << 30))
+            self.assertLessEqual(max(b0, b1), heap)
+            self.assertAlmostEqual(u1 - u0, 1 << 30, delta=64 << 20)
+        self.assertNotIn("va-probe", sections["ANV (dry run on drm-shim)"])
+
     def test_no_ratio_without_llama(self):
         ratios = self.text.split("\n## Fork/stock ratios\n", 1)[1]
         self.assertIn("None: llama.cpp's llama-bench and a model (--model) are needed.", ratios)

@@ -11,7 +11,7 @@ import re
 import subprocess
 
 from . import distro
-from .proc import die, rel, run, step
+from .proc import die, make_dirs, rel, run, step
 
 # Tests point this at a directory of their own: the machine's apt
 # configuration is read and written only here.
@@ -114,7 +114,7 @@ def private_state(work, suite, codename, arch=None, lines=None, name=None, requi
     fails: dies, or without required raises StateError."""
     root = os.path.join(work, "apt", name or (suite + ("-" + arch if arch else "")))
     for d in ("lists/partial", "cache/archives/partial", "download"):
-        os.makedirs(os.path.join(root, d), exist_ok=True)
+        make_dirs(os.path.join(root, d))
     if lines is None:
         uri, signed = debian_mirror(codename)
         lines = ["deb [signed-by=%s] %s %s main" % (signed or DEBIAN_KEYRING, uri, suite)]

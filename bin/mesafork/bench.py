@@ -13,7 +13,7 @@ from . import chroot, upstream
 from .apt import debian_mirror, os_codename
 from .config import host_arch, multiarch, stock_knobs
 from .install import fork_env, icd_json, shim_env_pairs, shim_lib
-from .proc import die, step
+from .proc import die, make_dirs, step
 
 # Published M2 Ultra figures (Qwen3-4B decode with llama.cpp), printed for
 # comparison, never combined with the shim's counts into a time. Cited, not
@@ -177,7 +177,7 @@ def hk_rows(fork, prefix, tokens):
     chroot = llama_root(fork)
     chroot.ensure()
     sid = sid_root(fork, chroot)
-    os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
+    make_dirs(os.path.join(fork.work, "tmp"))
     rows = {}
     with chroot.mounted():
         model, _ = ensure_models(chroot, fork.work, q4=False)
@@ -474,7 +474,7 @@ def ensure_models(chroot, work, q4=True):
     Q4_0 qwen2 with Qwen2.5-3B's shapes, 20 layers; both cached in
     .work/models and shared by every architecture's bench."""
     models = os.path.join(work, "models")
-    os.makedirs(models, exist_ok=True)
+    make_dirs(models)
     tiny = os.path.join(models, "qwen3-dense.gguf")
     if not os.path.exists(tiny):
         with step("write a random-weight qwen3 model (test-llama-archs)"):
@@ -486,7 +486,7 @@ def ensure_models(chroot, work, q4=True):
     q4 = os.path.join(models, QWEN2_MODEL)
     if not os.path.exists(q4):
         script = os.path.join(work, "tmp", "make_qwen2_model.py")
-        os.makedirs(os.path.dirname(script), exist_ok=True)
+        make_dirs(os.path.dirname(script))
         shutil.copyfile(os.path.join(os.path.dirname(__file__), "make_qwen2_model.py"), script)
         f16 = os.path.join(models, "qwen2-3b-shapes-f16.gguf")
         with step("write a random qwen2 with Qwen2.5-3B shapes (python3-gguf), F16"):
@@ -529,7 +529,7 @@ def panvk_llama_rows(fork, prefix, ubatches, fas=(0, 1)):
     sid = sid_root(fork, chroot) if has_upstream else None
     if has_upstream and not os.path.exists(sid.icd("panfrost")):
         die("%s: sid's %s has no panvk" % (sid.root, conf["upstream"]["package"]))
-    os.makedirs(os.path.join(fork.work, "tmp"), exist_ok=True)
+    make_dirs(os.path.join(fork.work, "tmp"))
     rows = []
     fork_run = lambda knobs: lambda log: chroot_shim_env(prefix, conf, "panfrost",
                                                           PAN_SHIM_VM_LOG=log, **knobs)

@@ -19,7 +19,7 @@ from .apt import os_codename
 from .config import stock_knobs
 from .install import fork_env, layer_dir
 from .measure import memtypes_facts, short_flags
-from .proc import die, step
+from .proc import die, make_dirs, step
 
 SYNCVAL_ENV = {
     "VK_LAYER_VALIDATE_SYNC": "1",
@@ -144,7 +144,7 @@ def llama_chroot(work):
     model in it: (chroot, model path)."""
     chroot = bench.Chroot(work, os_codename())
     chroot.ensure()
-    os.makedirs(os.path.join(work, "tmp"), exist_ok=True)
+    make_dirs(os.path.join(work, "tmp"))
     with chroot.mounted():
         tiny, _ = bench.ensure_models(chroot, work)
         yield chroot, tiny
@@ -164,7 +164,7 @@ def bench_sync(work, prefix, conf):
                     results[(drv, name)] = run(chroot, prefix, conf, drv,
                                                ["llama-bench", "-m", tiny, "-r", "1"] + args)
     listing = os.path.join(work, "tmp", "bench-sync")
-    os.makedirs(listing, exist_ok=True)
+    make_dirs(listing)
     for (drv, name), (_, ds, unplaced, _) in results.items():
         with open(os.path.join(listing, "%s-%s.txt" % (drv, name)), "w") as f:
             for d in ds:

@@ -5,7 +5,7 @@ run, with the upstream column where there is one. Not a test."""
 
 import os
 
-from . import bench, benchsync
+from . import bench, benchmem, benchsync
 from .config import parse_arches
 from .install import icd_json
 from .proc import die
@@ -20,8 +20,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
     # This machine's build always runs: it is the reference the other
     # architectures' figures are printed next to.
     arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
-    if len(arches) > 1 and driver not in ("hk", "panvk"):
-        die("bench %s: --arch is for hk and panvk" % driver)
+    if len(arches) > 1 and driver not in ("hk", "panvk", "memory"):
+        die("bench %s: --arch is for hk, panvk and memory" % driver)
     for a in arches[1:]:
         other = fork.for_arch(a)
         if not os.path.exists(icd_json(other.default_prefix, "asahi")):
@@ -36,6 +36,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
         benchsync.bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
     elif driver == "anv":
         benchsync.bench_anv(fork.work, prefix, fork.conf)
+    elif driver == "memory":
+        benchmem.bench_memory(fork, prefix, arches)
     elif driver == "hk":
         bench.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
     else:

@@ -58,7 +58,7 @@ def rel(path):
 
 
 def write_if_changed(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    make_dirs(os.path.dirname(path))
     if os.path.exists(path):
         with open(path) as f:
             if f.read() == text:

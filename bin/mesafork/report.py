@@ -188,6 +188,7 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         rc, so, se = sh(cmd, env)
         md += ["### %s: %s (exit %d)" % (os.path.basename(cmd[0]), what, rc), ""] + \
             block(so + se) + [""]
+        md += memory_section(prefix, drv, env, fork.conf)
         md += llama_section(drv, env, tools, model, ratios, fork.conf)
     md += ["## Fork/stock ratios", ""]
     if ratios:
@@ -201,6 +202,30 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         f.write("\n".join(md) + "\n")
     print("report: wrote %s%s" % (rel(out), " (dry run on drm-shim)" if dry else ""))
     return 0
+
+
+MEMORY_LINE = re.compile(r"^memory: .*$", re.M)
+
+
+def memory_section(prefix, drv, env, conf):
+    """hk and panvk: the heap, and the budget and usage of
+    VK_EXT_memory_budget, as mesa-fork-va-probe allocates 1 GiB, stock
+    (the [stock] knobs: no extension, hk's heap half of RAM) vs fork:
+    its first memory: line (nothing allocated) and its last (1 GiB)."""
+    if drv not in ("asahi", "panfrost"):
+        return []
+    md = ["### mesa-fork-va-probe --target-gib 1: heap, budget and usage, stock vs fork", "",
+          "The first line is before the first allocation, the last after 1 GiB; the fork's "
+          "usage should grow by about 1 GiB and its budget stay at or below the heap "
+          "(docs/changes/memory-budget.md).", ""]
+    for label, knobs in (("stock", stock_knobs(conf, drv)), ("fork", {})):
+        rc, so, se = sh([os.path.join(prefix, "bin", "mesa-fork-va-probe"), "--target-gib", "1"],
+                        dict(env, **knobs))
+        lines = MEMORY_LINE.findall(so)
+        shown = [lines[0], lines[-1]] if len(lines) >= 2 else lines
+        md += ["%s (exit %d):" % (label, rc), ""] + block("\n".join(shown) if shown
+                                                         else so + se, 12) + [""]
+    return md
 
 
 def llama_section(drv, env, tools, model, ratios, conf):

@@ -262,7 +262,7 @@ def fetch(work, conf, codename):
     o = find_pinned(work, conf, codename)
     unpacked = os.path.join(work, "apt", "asahi-uapi-unpacked")
     remove_owned(unpacked)
-    make_dirs(os.path.dirname(unpacked))
+    make_dirs(unpacked)
     with step("dpkg -x %s" % os.path.basename(o.deb)):
         subprocess.run(["dpkg", "-x", o.deb, unpacked], check=True)
     src = os.path.join(unpacked, "usr", "include")
