@@ -88,13 +88,64 @@ class Ownership(unittest.TestCase):
         # Nothing to remove is no error.
         proc.remove_owned(d)
 
-    def test_a_link_is_unlinked_and_what_it_points_to_kept(self):
+    def test_a_link_is_unlinked_only_where_mesa_fork_made_it(self):
         mine = a_users_tree(os.path.join(self.tmp, "headers"))
-        link = os.path.join(self.tmp, "asahi-uapi")
+        # In a directory of the user's: the link is theirs, refused.
+        users = os.path.join(self.tmp, "home")
+        os.makedirs(users)
+        link = os.path.join(users, "mesa")
         os.symlink(os.path.dirname(mine), link)
-        proc.remove_owned(link)
-        self.assertFalse(os.path.lexists(link))
+        for fn in ("remove_owned", "remove_tree"):
+            with self.subTest(fn=fn):
+                r = call("from mesafork import proc; proc.%s(sys.argv[1])" % fn, link)
+                self.assert_refused(r, link)
+                self.assertTrue(os.path.islink(link))
+        # In one mesa-fork made: only the link goes, never what it points to.
+        ours = proc.make_dirs(os.path.join(self.tmp, "work", "deps"))
+        for fn in (proc.remove_owned, proc.remove_tree):
+            link = os.path.join(ours, "asahi-uapi")
+            os.symlink(os.path.dirname(mine), link)
+            fn(link)
+            self.assertFalse(os.path.lexists(link))
+            self.assertTrue(os.path.isfile(mine))
+
+    def test_a_link_inside_the_work_directory_is_followed_to_whose_it_is(self):
+        """$WORK is mesa-fork's, $WORK/build a link to the user's
+        /scratch/builds: $WORK/build/mesa is really theirs."""
+        work = proc.make_dirs(os.path.join(self.tmp, "work"))
+        scratch = os.path.join(self.tmp, "scratch")
+        mine = a_users_tree(os.path.join(scratch, "mesa"))
+        os.symlink(scratch, os.path.join(work, "build"))
+        target = os.path.join(work, "build", "mesa")
+        r = call("from mesafork import proc; proc.remove_owned(sys.argv[1])", target)
+        self.assert_refused(r, target)
         self.assertTrue(os.path.isfile(mine))
+
+    def test_no_mark_lands_above_the_work_directory(self):
+        """MESA_FORK_WORK=~/projects/mf with no ~/projects: ~/projects is
+        made, unmarked; the work directory is marked."""
+        work = os.path.join(self.tmp, "projects", "mf")
+        proc.WORK_ROOTS.add(work)
+        self.addCleanup(proc.WORK_ROOTS.discard, work)
+        proc.make_dirs(os.path.join(work, "build", "mesa"))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "projects", proc.MARK)))
+        self.assertTrue(os.path.isfile(os.path.join(work, proc.MARK)))
+        self.assertIsNone(proc.made_by_us(os.path.join(self.tmp, "projects")))
+
+    def test_export_output_leaves_a_users_directory_alone(self):
+        """export --output replaces the *.patch files of its directory: never
+        in one the CLI did not make."""
+        d = os.path.join(self.tmp, "my patches")
+        mine = a_users_tree(d)
+        patch = os.path.join(d, "0001-my-own-work.patch")
+        with open(patch, "w") as f:
+            f.write("mine\n")
+        r = subprocess.run([CLI, "export", "--output", d], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("not empty and not made by mesa-fork", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertTrue(os.path.isfile(mine) and os.path.isfile(patch))
 
     def test_prepare_leaves_a_users_mesa_clone_alone(self):
         """MESA_FORK_WORK=$HOME with the user's own Mesa clone in $HOME/mesa.
@@ -116,6 +167,21 @@ class Ownership(unittest.TestCase):
                 self.assertTrue(os.path.isfile(mine))
                 self.assertTrue(os.path.isdir(os.path.join(clone, ".git")))
         self.assertFalse(os.path.exists(os.path.join(home, proc.MARK)))
+        # Once the clone is moved away prepare makes its tree there (no false
+        # refusal in a work directory of the user's), marked, and the mark
+        # is in no commit of the series.
+        os.rename(clone, clone + ".mine")
+        r = subprocess.run([CLI, "prepare"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=1200)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:])
+        self.assertTrue(os.path.isfile(os.path.join(clone, proc.MARK)))
+        committed = subprocess.run(["git", "-C", clone, "log", "--all", "--name-only",
+                                    "--format="], stdout=subprocess.PIPE, text=True,
+                                   check=True).stdout.split()
+        self.assertTrue(committed)
+        self.assertNotIn(proc.MARK, [os.path.basename(p) for p in committed])
+        self.assertEqual(subprocess.run(["git", "-C", clone, "status", "--porcelain"],
+                                        stdout=subprocess.PIPE, text=True).stdout, "")
 
     def test_a_build_directory_of_the_users_is_not_set_up_anew(self):
         """build.configure() sets a build directory up anew when its
@@ -145,17 +211,19 @@ class Ownership(unittest.TestCase):
 
     def test_every_removal_goes_through_the_guard(self):
         """A tree removal added later without the guard fails here:
-        shutil.rmtree and rm -rf appear only in proc.py, and in
+        rmtree, rm, git clean and rmdir appear only in proc.py; in
         upstreaming.py, whose export --upstream only replaces a series
-        directory its check_dest() recognised as its own."""
-        allowed = {"proc.py": None, "upstreaming.py": 1}
+        directory its check_dest() recognised as its own; and in
+        series.py's scratch worktree (checked, then the worktree it adds)."""
+        allowed = {"proc.py": None, "upstreaming.py": 1, "series.py": 2}
         found = {}
         for name in sorted(os.listdir(PACKAGE)):
             if not name.endswith(".py"):
                 continue
             with open(os.path.join(PACKAGE, name)) as f:
                 text = f.read()
-            n = len(re.findall(r"shutil\.rmtree\(|\[\"rm\", \"-rf\"", text))
+            n = len(re.findall(r"rmtree\(|\"rm\",|\"clean\"|\"worktree\", \"remove\"|"
+                               r"os\.rmdir\(|os\.removedirs\(", text))
             if n:
                 found[name] = n
         for name, n in found.items():

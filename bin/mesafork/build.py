@@ -11,7 +11,8 @@ import subprocess
 
 from . import apt, cross, series, sources, uapi, upstreaming
 from .config import BASE_TAG, BRANCH, driver_info_tag, parse_arches
-from .proc import capture, die, make_dirs, rel, remove_owned, run, step, write_if_changed
+from .proc import (capture, check_owned, die, make_dirs, rel, remove_owned, run, step,
+                  write_if_changed)
 
 
 class ConfigureError(Exception):
@@ -141,6 +142,7 @@ def configure(build, src, opts, machine, env):
             run(["meson", "configure", build] + opts, env=env, quiet=True)
     else:
         if os.path.exists(build):
+            check_owned(build)
             why = ("%s no longer in config/fork.ini" % ", ".join("-D" + d for d in dropped)
                    if dropped else "options unknown")
             with step("remove %s (%s)" % (rel(build), why)):

@@ -8,7 +8,7 @@ import platform
 import re
 import subprocess
 
-from .proc import MARK, die, make_dirs, mark
+from .proc import MARK, WORK_ROOTS, die, make_dirs, mark
 
 BRANCH = "mesa-fork"
 BASE_TAG = "base"
@@ -146,7 +146,9 @@ class Fork:
         self.arch = arch or self.host_arch
         self.cross = self.arch != self.host_arch
         self.conf = load(top, self.arch)
-        self.work = work or os.environ.get("MESA_FORK_WORK", os.path.join(top, ".work"))
+        self.work = os.path.abspath(work or os.environ.get("MESA_FORK_WORK",
+                                                           os.path.join(top, ".work")))
+        WORK_ROOTS.add(self.work)
         suffix = "-" + self.arch if self.cross else ""
         self.patches = os.path.join(top, "patches")
         self.cache = os.path.join(self.work, "cache")

@@ -203,6 +203,7 @@ def cross_file(fork):
         "endian = 'little'",
         ""])
     path = os.path.join(os.path.dirname(fork.build), "cross-%s.ini" % fork.arch)
+    make_dirs(os.path.dirname(path))
     write_if_changed(path, text)
     return path
 

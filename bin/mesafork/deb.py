@@ -42,8 +42,8 @@ from . import apt, cross, debian, distro, uapi
 from .chroot import DEBIAN_KEYRING as KEYRING, PATH, Chroot, sources_list
 from .config import debian_version, fork_release, multiarch
 from .install import shim_env_pairs, shim_lib, vulkaninfo_device_lines
-from .proc import (die, fmt_time, hand_back, invoking_user, make_dirs, rel, remove_owned,
-                  remove_tree, run, step, user_dir)
+from .proc import (check_owned, die, fmt_time, hand_back, invoking_user, make_dirs, rel,
+                  remove_owned, remove_tree, run, step, user_dir)
 from .sources import sha256
 
 INSIDE = "/srv/mesa-fork"
@@ -476,6 +476,7 @@ def install_and_show(fork, work_deb, changes, prefix, mirror, profile):
                 conf["test_packages"].split(), fork.host_arch)
     test = Chroot(os.path.join(fork.work, "chroot", "%s-test" % suite),
                   [(work_deb, INSIDE)])
+    check_owned(test.root)
     with step("fresh test chroot %s (a copy of %s)" % (rel(test.root), rel(base.root))):
         remove_tree(test.root)
         run(["cp", "-a", "--reflink=auto", base.root, test.root])
@@ -556,6 +557,7 @@ def show_cross(fork, target, work_deb, changes, prefix):
     cross.extract_root(target, conf["suite"], pkgs, base,
                        "root for the packages, %d packages" % len(pkgs))
     root = os.path.join(fork.work, "chroot", "%s-%s-test" % (conf["suite"], target.arch))
+    check_owned(root)
     with step("fresh %s root %s (a copy of %s), with %s unpacked"
               % (target.arch, rel(root), rel(base),
                  " ".join(os.path.basename(d) for d in shown))):

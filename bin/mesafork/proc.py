@@ -58,7 +58,7 @@ def rel(path):
 
 
 def write_if_changed(path, text):
-    make_dirs(os.path.dirname(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     if os.path.exists(path):
         with open(path) as f:
             if f.read() == text:
@@ -72,6 +72,10 @@ def write_if_changed(path, text):
 # holds one. MESA_FORK_WORK may name a directory of the user's ($HOME, say)
 # where a mesa/ or build/ of theirs must survive every verb.
 MARK = ".mesa-fork-made"
+# Work directories (Fork registers its own): make_dirs creates their
+# parents unmarked and marks the work directory itself, so that no mark
+# lands above it.
+WORK_ROOTS = set()
 
 
 def mark(d):
@@ -81,23 +85,43 @@ def mark(d):
                 "below it.\n")
 
 
+def _mkdir_marked(d):
+    """mkdir d and mark it; False when another process made it first."""
+    try:
+        os.mkdir(d)
+    except FileExistsError:
+        return False
+    mark(d)
+    return True
+
+
 def make_dirs(path):
     """os.makedirs(path, exist_ok=True) that marks the topmost directory
-    it creates. Returns path."""
+    it creates (a work directory's parents excepted: the work directory is
+    marked instead). Returns path."""
     path = os.path.abspath(path)
+    for root in WORK_ROOTS:
+        if (path == root or path.startswith(root + os.sep)) and not os.path.lexists(root):
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+            _mkdir_marked(root)
     top, p = None, path
     while not os.path.lexists(p):
         top, p = p, os.path.dirname(p)
-    os.makedirs(path, exist_ok=True)
     if top is not None:
-        mark(top)
+        # The mark goes in before anything below it: a crash leaves no
+        # unmarked directory of ours behind.
+        os.makedirs(os.path.dirname(top), exist_ok=True)
+        _mkdir_marked(top)
+        os.makedirs(path, exist_ok=True)
     return path
 
 
 def made_by_us(path):
     """The directory whose mark makes path mesa-fork's (path itself or a
-    directory above it), or None."""
-    p = os.path.abspath(path)
+    directory above it, followed through links to where it really is), or
+    None. A link is judged by the directory that holds it."""
+    p = os.path.realpath(path) if not os.path.islink(path) else \
+        os.path.realpath(os.path.dirname(os.path.abspath(path)))
     while True:
         if os.path.isfile(os.path.join(p, MARK)):
             return p
@@ -108,25 +132,30 @@ def made_by_us(path):
 
 
 def check_owned(path):
-    """Stop, in one line, before deleting path if mesa-fork did not make it.
-    A symbolic link is only unlinked (nothing it points to goes), so it
-    passes."""
-    if not os.path.lexists(path) or os.path.islink(path):
+    """Stop, in one line, before deleting path if mesa-fork did not make
+    it. A symbolic link is only ever unlinked, and only in a directory
+    mesa-fork made."""
+    if not os.path.lexists(path):
         return
     if made_by_us(path) is None:
         die("refusing to delete %s: mesa-fork did not make it (no %s in it or above "
-            "it); move it away, or set MESA_FORK_WORK to a directory of its own"
-            % (path, MARK))
+            "it); move it away or point MESA_FORK_WORK elsewhere (if an older mesa-fork "
+            "made it: touch %s)" % (path, MARK, os.path.join(path, MARK)
+                                    if os.path.isdir(path) and not os.path.islink(path)
+                                    else os.path.join(os.path.dirname(path), MARK)))
 
 
 def remove_owned(path):
     """shutil.rmtree(path) (unlink for a link) when mesa-fork made it;
     nothing to do when it does not exist."""
     check_owned(path)
-    if os.path.islink(path):
-        os.unlink(path)
-    elif os.path.exists(path):
-        shutil.rmtree(path)
+    try:
+        if os.path.islink(path):
+            os.unlink(path)
+        elif os.path.exists(path):
+            shutil.rmtree(path)
+    except OSError as e:
+        die("cannot delete %s: %s" % (path, e.strerror or e))
 
 
 def mounts_under(root):
@@ -146,9 +175,13 @@ def remove_tree(root):
     """rm -rf of a chroot, never through a bind mount into the host: what
     is still mounted below it is unmounted first, and the removal stays on
     the chroot's file system."""
-    if not os.path.exists(root):
+    if not os.path.lexists(root):
         return
     check_owned(root)
+    if os.path.islink(root):
+        # Only the link goes: nothing is unmounted through it.
+        os.unlink(root)
+        return
     for point in mounts_under(root):
         subprocess.run(["umount", "-l", point])
     left = mounts_under(root)

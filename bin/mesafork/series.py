@@ -13,7 +13,7 @@ import tempfile
 
 from . import sources
 from .config import BASE_TAG, BRANCH
-from .proc import check_owned, die, make_dirs, rel, remove_owned, run, step
+from .proc import MARK, check_owned, die, made_by_us, make_dirs, rel, remove_owned, run, step
 
 
 def git(fork, *args, cwd=None, capture=True, check=True, env=None, raw=False, stdin=None):
@@ -235,7 +235,10 @@ def prepare(fork, force=False):
         # A detached automatic gc would still be writing .git when a later
         # prepare removes the tree.
         git(fork, "config", "gc.autoDetach", "false")
-        git(fork, "add", "-A", "-f", ".")
+        # The tree's mark (make_dirs) is the CLI's, never Mesa's.
+        with open(os.path.join(fork.tree, ".git", "info", "exclude"), "a") as f:
+            f.write("/%s\n" % MARK)
+        git(fork, "add", "-A", "-f", ".", ":!/" + MARK)
         git(fork, "commit", "-q", "--no-verify", "-m", base_message(fork), env=env)
         git(fork, "tag", BASE_TAG)
     patches = patch_files(fork.patches)
@@ -291,6 +294,10 @@ def patch_subject(path):
 
 def export(fork, check=False, output=None, drop=False):
     """Regenerate patches/ from the patch-queue branch (--check: fail if they differ)."""
+    if output and os.path.isdir(output) and os.listdir(output) and made_by_us(output) is None:
+        # export_series replaces every NNNN-*.patch there.
+        die("export --output %s: not empty and not made by mesa-fork; give a new or empty "
+            "directory" % rel(output))
     if not tree_is_prepared(fork):
         die("export: no patch-queue tree; run 'bin/mesa-fork prepare' first")
     if git(fork, "status", "--porcelain", "--untracked-files=no"):
@@ -319,6 +326,8 @@ def export(fork, check=False, output=None, drop=False):
                 "another directory with 'export --output DIR'). If you dropped or reworded "
                 "them on purpose, run 'bin/mesa-fork export --drop'."
                 % (len(lost), BRANCH, ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")))
+    if output:
+        make_dirs(dest)
     with step("format-patch %s..%s into %s" % (BASE_TAG, BRANCH, rel(dest))):
         n = export_series(fork, dest)
     print("export: %d patches in %s" % (n, rel(dest)))
