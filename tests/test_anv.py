@@ -129,14 +129,15 @@ def order_violations(flags):
 
 class KernelRules(unittest.TestCase):
     """The intel shim refuses what i915 refuses: the SET_PAT extension
-    before graphics IP 12.70 and PAT indices above MTL's max_pat_index
-    (i915_gem_create.c ext_set_pat(), i915_pci.c mtl_info), FIXED mmaps of
+    before graphics IP 12.70 and PAT indices above the platform's largest
+    (i915_gem_create.c ext_set_pat(), i915_pci.c mtl_info; xe's
+    xe2_pat_table for the Xe2 stubs, which i915 does not drive), FIXED mmaps of
     system-memory objects and other modes of local-memory ones
     (i915_gem_mman.c __assign_mmap_offset()), and prints each refusal. The
     fork must not meet one on any platform."""
 
     def test_no_platform_meets_a_refusal(self):
-        for platform in EXPECTED:
+        for platform in list(EXPECTED) + ["lnl"]:
             for knob in ("0", "1"):
                 with self.subTest(platform=platform, knob=knob):
                     _, r = vulkaninfo_memory_types(intel_env(platform, knob))
@@ -147,6 +148,49 @@ class KernelRules(unittest.TestCase):
                     self.assertNotIn("refused", rb.stderr)
 
 
+def exported_and_plain(testcase, platform):
+    """Runs mesa-fork-readback-probe --export on PLATFORM's stub with the
+    fork's knob on, and returns (types, created): types maps each memory
+    type the probe allocated from to its flags, created(type, exported)
+    gives the (PAT index, mmap mode) the driver asked the kernel for. Fails
+    the test if the probe fails or the shim refused anything."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "gem.jsonl")
+        env = intel_env(platform, "1", INTEL_STUB_GPU_LOG=log)
+        r = run([bin_path("mesa-fork-readback-probe"), "--export"], env=env)
+        testcase.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+        testcase.assertNotIn("refused", r.stderr)
+        allocs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+        with open(log) as f:
+            ops = [json.loads(l) for l in f]
+    MiB = 1 << 20
+
+    def created(type_index, exported):
+        """(PAT index, mmap mode) of the allocation the probe made: ANV
+        adds a little to the size (aux data), and reuses handles, so the
+        mapping is the first one of that handle after the creation. The
+        probe allocates after the device made its own buffers, one of which
+        may have the same size (1 MiB on Xe2): the probe's is the last."""
+        size = (2 * type_index + (1 if exported else 2)) * MiB
+        i = [i for i, o in enumerate(ops) if o["ioctl"] == "GEM_CREATE_EXT"
+             and size <= o["size"] < size + MiB // 2][-1]
+        m = next(o for o in ops[i:] if o["ioctl"] == "GEM_MMAP_OFFSET"
+                 and o["handle"] == ops[i]["handle"])
+        return ops[i]["pat_index"], m["mode"]
+
+    return {a["type"]: a["flags"] for a in allocs}, created
+
+
+# Mesa's PAT choices for Xe2 (intel_device_info.c, XE2_FEATURES): scanout
+# 6, write-combined 0, cached and coherent 1. The kernel that drives Lunar
+# Lake (xe, xe2_pat_table in xe_pat.c) has 32 entries; the intel shim once
+# held the Lunar Lake stub to Meteor Lake's largest index, 4, and refused
+# every exportable allocation.
+LNL_SCANOUT_PAT = 6
+LNL_WC_PAT = 0
+LNL_CACHED_COHERENT_PAT = 1
+
+
 class Export(unittest.TestCase):
     def test_exported_memory_of_the_new_type_is_write_combined(self):
         """Memory that may be shared with another process keeps the
@@ -155,35 +199,29 @@ class Export(unittest.TestCase):
         allocation from the write-combined type, in the same run; a plain
         allocation from the new type gets its own write-back ones."""
         for platform in ("mtl", "arl"):
-            with self.subTest(platform=platform), tempfile.TemporaryDirectory() as tmp:
-                log = os.path.join(tmp, "gem.jsonl")
-                env = intel_env(platform, "1", INTEL_STUB_GPU_LOG=log)
-                r = run([bin_path("mesa-fork-readback-probe"), "--export"], env=env)
-                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
-                allocs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-                with open(log) as f:
-                    ops = [json.loads(l) for l in f]
-                MiB = 1 << 20
-
-                def created(type_index, exported):
-                    """(PAT index, mmap mode) of the allocation the probe
-                    made: ANV adds a little to the size (aux data), and
-                    reuses handles, so the mapping is the first one of
-                    that handle after the creation."""
-                    size = (2 * type_index + (1 if exported else 2)) * MiB
-                    (i,) = [i for i, o in enumerate(ops) if o["ioctl"] == "GEM_CREATE_EXT"
-                            and size <= o["size"] < size + MiB // 2]
-                    m = next(o for o in ops[i:] if o["ioctl"] == "GEM_MMAP_OFFSET"
-                             and o["handle"] == ops[i]["handle"])
-                    return ops[i]["pat_index"], m["mode"]
-
-                types = {a["type"]: a["flags"] for a in allocs}
+            with self.subTest(platform=platform):
+                types, created = exported_and_plain(self, platform)
                 cc = [t for t, f in types.items() if "HOST_CACHED" in f and "HOST_COHERENT" in f]
                 wc = [t for t, f in types.items() if "HOST_CACHED" not in f]
                 self.assertTrue(cc and wc, types)
                 self.assertEqual(created(cc[0], True), created(wc[0], False))
                 self.assertEqual(created(wc[0], False), (MTL_ARL_WC_PAT, WCMAP))
                 self.assertEqual(created(cc[0], False), (MTL_ARL_CACHED_COHERENT_PAT, WB))
+
+    def test_exportable_allocations_on_lunar_lake_are_not_refused(self):
+        """On the Lunar Lake stub every exportable allocation takes Xe2's
+        scanout PAT entry, which the shim must accept as xe does; the
+        plain ones keep their own entries."""
+        types, created = exported_and_plain(self, "lnl")
+        self.assertTrue(types, "the probe allocated nothing")
+        for t, flags in types.items():
+            with self.subTest(type=t, flags=flags):
+                self.assertEqual(created(t, True), (LNL_SCANOUT_PAT, WCMAP))
+        cc = [t for t, f in types.items() if "HOST_CACHED" in f and "HOST_COHERENT" in f]
+        wc = [t for t, f in types.items() if "HOST_CACHED" not in f]
+        self.assertTrue(cc and wc, types)
+        self.assertEqual(created(wc[0], False), (LNL_WC_PAT, WCMAP))
+        self.assertEqual(created(cc[0], False), (LNL_CACHED_COHERENT_PAT, WB))
 
 
 class WhatAClientGets(unittest.TestCase):
