@@ -428,6 +428,25 @@ class ExportUpstream(unittest.TestCase):
                           "first", r.stderr)
 
 
+class ExportUpstreamOfTheSeries(unittest.TestCase):
+    """The fork's own series cuts into a merge-request series: every patch
+    marked 'Forwarded: no' lands in it, none needing a left-out patch's
+    lines (a hunk whose context only a fork-only patch adds stops the cut)."""
+
+    def test_the_real_branch_cuts(self):
+        forwarded = [p for p in PATCHES
+                     if re.search(r"^Forwarded: no$", open(p).read(), re.M)]
+        self.assertTrue(forwarded)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "mr")
+            r = run([forklib.CLI, "export", "--upstream", out], timeout=600)
+            self.assertEqual(r.returncode, 0, (r.stdout + r.stderr)[-3000:])
+            cut = [l for l in open(os.path.join(out, "series")).read().splitlines()
+                   if l and not l.startswith("#") and not l.startswith("prerequisites/")]
+        subject = lambda p: re.sub(r"^\d{4}-", "", os.path.basename(p))
+        self.assertEqual(sorted(map(subject, cut)), sorted(map(subject, forwarded)))
+
+
 class Fetch(unittest.TestCase):
     def _work_with_cache(self, tmp):
         cache = os.path.join(tmp, "cache")
