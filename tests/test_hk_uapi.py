@@ -7,6 +7,7 @@ that hk's requests are ones the kernel accepts."""
 
 import json
 import os
+import re
 import struct
 import tempfile
 import unittest
@@ -111,32 +112,87 @@ class Binds(unittest.TestCase):
 
     def test_buffer_va_bound_within_its_memory_and_unbound_at_destroy(self):
         """A buffer with a VA of its own (capture/replay, later sparse) is bound
-        over the memory past its offset only, although its VA is larger
-        (rounded up, plus a guard page), read-write, and its VA is unbound
-        when the buffer is destroyed."""
+        read-write over its own VA, rounded up to the 16 KiB page, but never
+        over the guard page after it nor past the end of the memory, and its
+        VA is unbound when the buffer is destroyed. Twice: on memory that
+        ends where the buffer does (the bind stops there) and on memory that
+        reaches past the VA and its guard page (the bind stops at the
+        guard page, which stays unmapped so that an overread faults)."""
         lines, r = hk_uapi("replay-buffer")
         info = [l for l in r.stdout.splitlines() if l.startswith("replay-buffer: size")]
-        self.assertEqual(len(info), 1, r.stdout)
-        words = info[0].replace(",", "").split()
-        size, memory, offset, addr = (int(words[2]), int(words[4]), int(words[6]),
-                                      int(words[8], 16))
-        self.assertGreater(offset, 0)
-        self.assertEqual(memory % 16384, 0)
+        self.assertEqual(len(info), 2, r.stdout)
+        ranges = []
+        seen = []
+        for line in info:
+            words = line.replace(",", "").split()
+            size, memory, offset, addr = (int(words[2]), int(words[4]), int(words[6]),
+                                          int(words[8], 16))
+            self.assertGreater(offset, 0)
+            self.assertEqual(memory % 16384, 0)
+            va = (size + 16383) // 16384 * 16384
 
-        binds = [b for b in of_type(lines, "bind") if b["addr"] == addr]
-        self.assertEqual(len(binds), 1, "one bind at the buffer's address")
-        b = binds[0]
-        self.assertEqual((b["offset"], b["bo_size"]), (offset, memory))
-        self.assertEqual(b["range"], memory - offset)
-        self.assertGreaterEqual(b["range"], size)
-        self.assertEqual(b["flags"], READ | WRITE)
+            # The second buffer may get the first one's VA back: one bind at
+            # the address per buffer, in order.
+            binds = [(i, b) for i, b in enumerate(lines)
+                     if b["type"] == "bind" and b["addr"] == addr]
+            self.assertEqual(len(binds), [l.split()[-1] for l in info].count(words[8]),
+                             "one bind at the buffer's address per buffer")
+            at, b = binds[seen.count(addr)]
+            seen.append(addr)
+            self.assertEqual((b["offset"], b["bo_size"]), (offset, memory))
+            self.assertEqual(b["range"], min(va, memory - offset), line)
+            self.assertGreaterEqual(b["range"], size)
+            self.assertEqual(b["flags"], READ | WRITE)
+            ranges.append((b["range"], memory - offset))
 
-        unbinds = [u for u in of_type(lines, "unbind") if u["addr"] == addr]
-        self.assertEqual([u["range"] for u in unbinds], [b["range"]])
-        self.assertGreater(lines.index(unbinds[0]), lines.index(b))
+            unbinds = [(i, u) for i, u in enumerate(lines)
+                       if u["type"] == "unbind" and u["addr"] == addr]
+            unbound_at, u = unbinds[seen.count(addr) - 1]
+            self.assertEqual(u["range"], b["range"])
+            self.assertGreater(unbound_at, at)
+        # The first memory ends with the buffer, the second goes on past its
+        # VA and guard page.
+        self.assertEqual(ranges[0][0], ranges[0][1])
+        self.assertGreaterEqual(ranges[1][1], ranges[1][0] + 2 * 16384)
+
+    def test_a_failed_bind_is_reported_and_nothing_is_unbound(self):
+        """The kernel refuses the buffer's VM_BIND (ASAHI_SHIM_FAIL fails the
+        N-th VM_BIND, N counted up until it is the buffer's):
+        vkBindBufferMemory2 returns VK_ERROR_OUT_OF_DEVICE_MEMORY, the bind's
+        VkBindMemoryStatus says the same, and destroying the buffer unbinds
+        nothing at its address, where nothing was bound."""
+        argv = [bin_path("mesa-fork-hk-uapi"), "replay-buffer"]
+        for n in range(1, 41):
+            lines, r = capture(argv, ASAHI_SHIM_FAIL="VM_BIND:%d" % n)
+            failed = [l for l in r.stdout.splitlines()
+                      if l.startswith("replay-buffer: bind failed")]
+            if failed:
+                break
+        else:
+            self.fail("no VM_BIND:N up to 40 failed the buffer's bind")
+        self.assertIn("VM_BIND: call %d fails on request" % n, r.stderr)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr[-2000:])
+        words = failed[0].replace(",", "").split()
+        self.assertEqual(words[3:6], ["VK_ERROR_OUT_OF_DEVICE_MEMORY", "status",
+                                      "VK_ERROR_OUT_OF_DEVICE_MEMORY"], failed[0])
+        addr = int(words[-1], 16)
+        self.assertIn("replay-buffer: destroyed", r.stdout)
+        at_addr = [l for l in lines if l["type"] in ("bind", "unbind") and l["addr"] == addr]
+        self.assertEqual(at_addr, [], "a bind or unbind at the buffer's address")
 
 
 class Timestamps(unittest.TestCase):
+    def test_timestamp_period_is_the_kernels_tick(self):
+        """timestampPeriod is nanoseconds per tick of the kernel's
+        command_timestamp_frequency_hz: 1 at the 1 GHz every kernel reports
+        today, 41.67 at 24 MHz and 0.5 at 2 GHz (ASAHI_SHIM_TIMESTAMP_HZ)."""
+        for hz, period in ((None, "1.000000"), ("24000000", "41.666668"),
+                           ("2000000000", "0.500000")):
+            with self.subTest(hz=hz):
+                env = {"ASAHI_SHIM_TIMESTAMP_HZ": hz} if hz else {}
+                _, r = scenario("query-copy", **env)
+                self.assertIn("timestampPeriod: %s ns\n" % period, r.stdout)
+
     def test_through_bind_object_handles(self):
         """Timestamp queries write through objects the kernel handed out with
         GEM_BIND_OBJECT; handles start at 1."""
@@ -262,6 +318,70 @@ class Syncs(unittest.TestCase):
         self.assertEqual(len(set(last + [semaphore])), 4,
                          "signals a new semaphore and the fence: %s" % last)
 
+    def test_repeated_timeline_waits_keep_the_highest_of_each(self):
+        """One vkQueueSubmit waits twice on each of three timeline semaphores:
+        on 2^32 and 2^32 - 1, on 2^32 + 5 then 5 (equal low halves), and
+        twice on 7. The SUBMIT waits once per semaphore, on the higher value
+        (2^32, 2^32 + 5, 7): values compared in 32 bits would keep 2^32 - 1
+        and 5; two equal waits must leave one, not none."""
+        lines, r = scenario("timeline-waits")
+        (cmd,) = of_type(lines, "compute")
+        self.assertEqual(len(set(cmd["waits"])), 3, cmd)
+        self.assertEqual(len(cmd["waits"]), 3, cmd)
+        self.assertEqual(sorted(cmd["wait_points"]), [7, 1 << 32, (1 << 32) + 5], cmd)
+        self.assertNotIn("asahi drm-shim", r.stderr)
+
+    def test_sync_debug_after_a_failed_submit_does_not_hang(self):
+        """ASAHI_MESA_DEBUG=sync waits for each submission. After a SUBMIT the
+        kernel refused, the queue's timeline has not moved on, so the wait
+        is for work the kernel took, not for a point no submission signals,
+        which the kernel would wait for forever (the shim says so and fails
+        the wait instead). mesa-fork-hk-uapi semaphores submits one stream,
+        then three: the GPU crashes after the first two SUBMITs, in the
+        middle of the second vkQueueSubmit (after the first, the queue's
+        point 1 is signalled both ways)."""
+        _, r = capture([bin_path("mesa-fork-hk-uapi"), "semaphores"],
+                       ASAHI_SHIM_CRASH_AFTER="2", ASAHI_MESA_DEBUG="sync", **SEPARATE)
+        self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+        self.assertIn("VK_ERROR_DEVICE_LOST", r.stderr)
+        self.assertIn("the GPU has crashed", r.stderr)
+        self.assertNotIn("no submission signals", r.stderr)
+        self.assertNotIn("would block", r.stderr)
+        # And each accepted submission is waited on without complaint.
+        _, ok = capture([bin_path("mesa-fork-scenarios"), "--count", "3", "chain"],
+                        ASAHI_MESA_DEBUG="sync", **SEPARATE)
+        self.assertEqual(ok.returncode, 0, ok.stderr[-2000:])
+        self.assertNotIn("asahi drm-shim", ok.stderr)
+
+    def test_out_of_host_memory_keeps_the_queue(self):
+        """With libmesa-fork-failmalloc.so preloaded, mesa-fork-scenarios
+        submit-oom fails the driver's 1st, 2nd, ... host allocation inside
+        vkQueueSubmit: each submission says VK_ERROR_OUT_OF_HOST_MEMORY
+        (never VK_ERROR_DEVICE_LOST), its fence is untouched, and an empty
+        submission behind it signals its own fence (it would carry a
+        timeline point no SUBMIT signals if the failed submission had moved
+        the queue's timeline: the shim reports such a wait). Then the
+        submission goes through."""
+        preload = os.path.join(forklib.PREFIX, "lib", "mesa-fork",
+                               "libmesa-fork-failmalloc.so")
+        self.assertTrue(os.path.exists(preload), preload)
+        for streams in ("4", "1"):
+            with self.subTest(streams=streams):
+                env = shim_env("asahi", HK_MERGE_STREAMS="0")
+                env["LD_PRELOAD"] += ":" + preload
+                r = run([bin_path("mesa-fork-scenarios"), "--count", streams,
+                         "submit-oom"], env=env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+                failed = [l for l in r.stdout.splitlines() if l.startswith("allocation ")]
+                # The runtime's submission, the command array and the barrier
+                # indices at least.
+                self.assertGreaterEqual(len(failed), 3, r.stdout)
+                for l in failed:
+                    self.assertTrue(l.endswith(": VK_ERROR_OUT_OF_HOST_MEMORY"), l)
+                self.assertIn("submit-oom: %d submissions out of host memory, then "
+                              "submitted" % len(failed), r.stdout)
+                self.assertNotIn("asahi drm-shim", r.stderr)
+
     def test_submit_failure_is_device_lost(self):
         """The kernel fails every SUBMIT once the GPU has crashed (ENODEV): the
         application gets VK_ERROR_DEVICE_LOST, not an abort or a hang."""
@@ -270,6 +390,30 @@ class Syncs(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr[-2000:])
         self.assertIn("VK_ERROR_DEVICE_LOST", r.stderr)
         self.assertIn("the GPU has crashed", r.stderr)
+
+    def test_a_failed_transfer_of_an_empty_submission_loses_the_queue(self):
+        """A submission of no command buffer passes its waits and signals
+        on with SYNCOBJ_TRANSFER, which the kernel can refuse (ENOMEM, or
+        EINVAL from a point with no fence). A refused transfer must not
+        leave the queue's timeline, or the fence, on a point nothing
+        signals: vkQueueSubmit says VK_ERROR_DEVICE_LOST, and
+        ASAHI_MESA_DEBUG=sync's wait for the queue's last point ends (the
+        shim reports a wait that could never end, instead of hanging)."""
+        argv = [bin_path("mesa-fork-hk-uapi"), "empty-submit"]
+        _, ok = capture(argv, ASAHI_MESA_DEBUG="sync")
+        self.assertEqual(ok.returncode, 0, ok.stderr[-2000:])
+        self.assertIn("empty-submit: its fence signalled", ok.stdout)
+        self.assertNotIn("asahi drm-shim", ok.stderr)
+        for fail in ("SYNCOBJ_TRANSFER:1", "SYNCOBJ_TRANSFER:2", "SYNCOBJ_TRANSFER:1+"):
+            for debug in ("sync", ""):
+                with self.subTest(fail=fail, debug=debug):
+                    _, r = capture(argv, ASAHI_SHIM_FAIL=fail, ASAHI_MESA_DEBUG=debug)
+                    self.assertIn("SYNCOBJ_TRANSFER: call", r.stderr, "no transfer failed")
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr[-2000:])
+                    self.assertIn("empty-submit: vkQueueSubmit: VK_ERROR_DEVICE_LOST",
+                                  r.stdout)
+                    self.assertNotIn("no submission", r.stderr)
+                    self.assertNotIn("would block", r.stderr)
 
 
 # A chain of N dispatches with a pipeline barrier between each pair is N
@@ -351,17 +495,69 @@ class Sparse(unittest.TestCase):
 
     def test_sparse_resources_are_refused_before_any_allocation(self):
         """hk has no sparse support: a buffer or an image with any sparse
-        flag fails with VK_ERROR_FEATURE_NOT_PRESENT, sparse image formats
+        flag fails with VK_ERROR_OUT_OF_DEVICE_MEMORY (the one code that both
+        vkCreateBuffer and vkCreateImage may return and that is true; not
+        VK_ERROR_FEATURE_NOT_PRESENT, which neither lists), sparse image formats
         list nothing, and a 256 MiB block still allocates after four 128 GiB
         sparse buffers were asked for (25.0.7 created them, reserving more
         VA than the main heap has)."""
         lines, r = hk_uapi("sparse")
         for flag in ("binding", "residency", "aliased"):
-            self.assertIn("sparse buffer (%s): VK_ERROR_FEATURE_NOT_PRESENT" % flag, r.stdout)
-            self.assertIn("sparse image (%s): VK_ERROR_FEATURE_NOT_PRESENT" % flag, r.stdout)
+            self.assertIn("sparse buffer (%s): VK_ERROR_OUT_OF_DEVICE_MEMORY" % flag,
+                          r.stdout)
+            self.assertIn("sparse image (%s): VK_ERROR_OUT_OF_DEVICE_MEMORY" % flag,
+                          r.stdout)
         self.assertIn("sparse 128 GiB buffers created: 0 of 4", r.stdout)
         self.assertIn("sparse image formats: 0", r.stdout)
         self.assertIn("sparse: allocated the 256 MiB block again", r.stdout)
+
+
+class OpenDeviceErrors(unittest.TestCase):
+    """agx_open_device() when an ioctl of it fails (ASAHI_SHIM_FAIL): for the
+    physical device, then for the device. Each is one clear error, no
+    crash, and no host memory lost (valgrind: no leak whose allocation went
+    through agx_open_device)."""
+
+    # The ioctls agx_open_device() makes, in order: the VM, the printf
+    # buffer (created, bound at its VA and at the printf address, mapped);
+    # then the same for the device.
+    CASES = (("VM_CREATE:1", "DRM_IOCTL_ASAHI_VM_CREATE failed"),
+             ("GEM_CREATE:1+", "cannot create the printf buffer"),
+             # A failed bind of a new BO's VA is retried once, with a new BO.
+             ("VM_BIND:1+", "cannot create the printf buffer"),
+             ("VM_BIND:2", "cannot bind the printf buffer"),
+             ("GEM_MMAP_OFFSET:1", "cannot map the printf buffer"),
+             ("VM_CREATE:2", "DRM_IOCTL_ASAHI_VM_CREATE failed"),
+             ("VM_BIND:4", "cannot bind the printf buffer"),
+             ("GEM_MMAP_OFFSET:2", "cannot map the printf buffer"))
+
+    def test_each_failing_ioctl(self):
+        for fail, message in self.CASES:
+            with self.subTest(fail=fail):
+                env = shim_env("asahi", ASAHI_SHIM_FAIL=fail)
+                r = run(["valgrind", "--leak-check=full",
+                         "--show-leak-kinds=definite,indirect", "--num-callers=40",
+                         bin_path("mesa-fork-scenarios"), "--count", "1", "dispatches"],
+                        env=env, timeout=600)
+                self.assertIn("fails on request (ASAHI_SHIM_FAIL)", r.stderr)
+                self.assertIn(message, r.stderr)
+                # A clear failure: no device, or vkCreateDevice failing.
+                self.assertIn(r.returncode, (1, 2), r.stderr[-3000:])
+                self.assertTrue("no Vulkan device" in r.stderr or
+                                "VK_ERROR_INITIALIZATION_FAILED" in r.stderr,
+                                r.stderr[-3000:])
+                self.assertNotIn("Process terminating", r.stderr)
+                # Valgrind's records are separated by its empty lines.
+                records = re.split(r"\n==\d+== \n", r.stderr)
+                leaks = [rec for rec in records if " lost in loss record " in rec
+                         and "agx_open_device" in rec]
+                self.assertEqual(leaks, [], "\n".join(leaks)[:4000])
+
+    def test_malformed_knob(self):
+        r = run([bin_path("mesa-fork-scenarios"), "dispatches"],
+                env=shim_env("asahi", ASAHI_SHIM_FAIL="VM_BIND"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('ASAHI_SHIM_FAIL="VM_BIND" is not IOCTL:N', r.stderr)
 
 
 class BuildChecks(unittest.TestCase):

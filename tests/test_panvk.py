@@ -111,11 +111,15 @@ def wls_range(job, dev):
 
 def resident_instances(dev, local_size):
     """WLS instances one core keeps resident, from the device model: a task
-    holds threads_per_core / tasks_per_core threads, so that many workgroups
-    (rounded up), times the tasks of a core, rounded up to a power of two as
-    the descriptor encodes the count."""
+    holds threads_per_core / tasks_per_core threads, in warps of warp_size
+    (a workgroup takes whole warps: panvk does not let the hardware merge
+    workgroups), so that many workgroups (rounded up), times the tasks of a
+    core, rounded up to a power of two as the descriptor encodes the
+    count."""
     threads_per_task = dev["threads_per_core"] // dev["tasks_per_core"]
-    wg_per_task = -(-threads_per_task // local_size)
+    warp = dev["warp_size"]
+    wg_threads = -(-local_size // warp) * warp
+    wg_per_task = -(-threads_per_task // wg_threads)
     return pow2(wg_per_task * dev["tasks_per_core"])
 
 
@@ -172,20 +176,52 @@ class SharedTLS(unittest.TestCase):
             held[knob] = m["bound"] - m["size"]
         self.assertEqual(held["1"], held["0"], held)
 
-    def test_a_secondary_brings_its_own_need_to_its_primary(self):
-        """mesa-fork-tls-secondary: a secondary needing 4 KiB per thread is
-        recorded against a 16 KiB buffer, which a 32 KiB one replaces and the
-        device then drops; the primary executing the secondary needs 4 KiB
-        per thread and gets 4 KiB x 2048 x 19 = 152 MiB, not the 608 MiB of
-        the buffer the secondary was recorded against."""
+    def test_only_a_command_buffer_s_own_jobs_take_the_shared_buffer(self):
+        """mesa-fork-tls-secondary (its header has the sequence): a primary
+        that only executes a secondary takes no shared buffer, so the 1216
+        MiB one goes at the reset of the last command buffer recorded
+        against it, and a second such primary creates none; a primary with
+        a dispatch of its own needing 4 KiB per thread that also executes
+        the secondary (16 KiB) creates a 152 MiB buffer, for its own need;
+        freeing a command buffer that holds a replaced buffer leaves the
+        current one to its holders, so the last primary creates nothing.
+        Before: the first primary kept the 1216 MiB buffer and every later
+        one took it; folding the secondary's need into its primary makes
+        608 of the 152; a release without the guard on the current buffer
+        drops the last 608 and makes a new 152."""
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, "vm.jsonl")
             r = HOST.run([HOST.bin_path("mesa-fork-tls-secondary"), "--validate"],
                          env=HOST.shim_env("panfrost", PAN_SHIM_VM_LOG=log))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
             ops = read_jsonl(log)
-        maps = [o["size"] // MiB for o in ops if o["op"] == "map" and o["size"] >= 64 * MiB]
-        self.assertEqual(maps, [608, 1216, 152])
+        big = [(o["op"], o["size"] // MiB) for o in ops if o["size"] >= 64 * MiB]
+        self.assertEqual([b for b in big if b[0] == "map"],
+                         [("map", 608), ("map", 1216), ("map", 152), ("map", 608)])
+        self.assertEqual(big[:4], [("map", 608), ("map", 1216), ("unmap", 1216),
+                                   ("map", 152)])
+
+    def test_a_secondary_s_jobs_use_its_own_buffer(self):
+        """The same run captured: the secondary's job, run by three
+        primaries, uses the 608 MiB buffer it was recorded against, at its
+        stride, bound at every submission; the primary's own job uses its
+        152 MiB buffer at 4 KiB per thread."""
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "capture.jsonl")
+            r = HOST.run([HOST.bin_path("mesa-fork-tls-secondary"), "--validate"],
+                         env=HOST.shim_env("panfrost", PAN_SHIM_CAPTURE=log))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-3000:])
+            lines = read_jsonl(log)
+        (dev,) = [l["device"] for l in lines if "device" in l]
+        slots = dev["threads_per_core"] * dev["core_id_range"]
+        sizes = [(j["tls"]["thread_size"], j["tls"]["bo_size"] // MiB)
+                 for j in jobs(lines)]
+        for j in jobs(lines):
+            self.assertTrue(j["tls"]["bound"], j)
+            self.assertEqual(j["tls"]["thread_size"] * slots, j["tls"]["bo_size"], j)
+        # P1, P2: the secondary's; Q: its own, then the secondary's; X, Y.
+        self.assertEqual(sizes, [(16384, 608)] * 2 + [(4096, 152), (16384, 608)] +
+                         [(16384, 608)] * 2)
 
     def test_malformed_knob_warns_and_is_stock(self):
         s, peak, _, r = inflight("tls", 3, tls_kib=4, PANVK_SHARED_TLS="shared")
@@ -274,12 +310,18 @@ class WLSReuse(unittest.TestCase):
         self.assertAlmostEqual(one - base, expect, delta=MiB)
 
     def test_single_invocation_workgroups_fit(self):
-        """local_size_x = 1 and 32 KiB: 512 workgroups per task, 2048 per core,
-        1216 MiB in all; counting them for all 4 cores asked for 4864 MiB and
-        failed vkEndCommandBuffer."""
-        s, peak, _, _ = inflight("wls", groups=8192, local_size=1)
-        self.assertEqual((s["ok"], s["out_of_device_memory"]), (1, 0))
-        self.assertAlmostEqual(peak, 32 * 1024 * 2048 * 19, delta=16 * MiB)
+        """local_size_x = 1 and 32 KiB: each workgroup takes a warp of 16
+        threads, so 32 workgroups per task, 128 per core, 76 MiB in all.
+        Counting invocations instead of warps gave 2048 per core, 1216 MiB
+        per dispatch: three without a barrier bound 3650 MiB of the 4 GiB VA
+        heap and four could not fit; counting them for all 4 cores asked for
+        4864 MiB for one."""
+        _, base, _, _ = inflight("wls", groups=1, shared_kib=1, local_size=1024)
+        for n in (1, 3, 4):
+            s, peak, _, _ = inflight("wls", groups=8192, local_size=1, dispatches=n)
+            self.assertEqual((s["ok"], s["out_of_device_memory"]), (1, 0), n)
+            self.assertAlmostEqual(peak - base, n * 32 * 1024 * 128 * 19,
+                                   delta=MiB, msg=n)
 
     def test_concurrent_dispatches_get_disjoint_memory(self):
         """Without barriers the dispatches may overlap: their WLS must not."""
@@ -327,7 +369,7 @@ class WLSReuse(unittest.TestCase):
         self.assertGreater(peak, 2 << 30)
 
 
-def threads(args, valgrind_tool=None, validate=True, checks=False, **knobs):
+def threads(args, valgrind_tool=None, validate=True, checks=False, timeout=900, **knobs):
     """Runs mesa-fork-threads with the panthor shim's VM log (with checks, on
     the assertion build of panvk); returns (its summary, the VM log's
     operations, the completed process)."""
@@ -339,7 +381,7 @@ def threads(args, valgrind_tool=None, validate=True, checks=False, **knobs):
         if valgrind_tool:
             cmd = ["valgrind", "--tool=" + valgrind_tool, "--error-exitcode=99",
                    "--suppressions=" + os.path.join(forklib.TOP, "tests", "helgrind.supp")] + cmd
-        r = HOST.run(cmd, env=env, timeout=900)
+        r = HOST.run(cmd, env=env, timeout=timeout)
         summary = summary_of(r.stdout)
         if r.returncode != 0 or not summary:
             raise AssertionError("mesa-fork-threads failed (%d): %s %s"
@@ -377,6 +419,19 @@ class Threads(unittest.TestCase):
         self.assertEqual(max(o["size"] // MiB for o in big), 608, big)
         self.assertEqual(sorted(o["size"] for o in big if o["op"] == "map"),
                          sorted(o["size"] for o in big if o["op"] == "unmap"))
+
+    def test_a_failed_growth_wakes_the_threads_waiting_for_it(self):
+        """Three threads need the same first buffer at once; the shim fails
+        every BO of 512 MiB or more, after 200 ms: the growing thread fails
+        and must wake the two waiting for it, which then try (and fail)
+        their own. Were the wake-up only on success, they would wait for
+        ever: the run is given 120 s."""
+        s, ops, _ = threads(["--threads", "3", "--rounds", "1", "--same", "--end-together",
+                             "--no-wls"], validate=False, timeout=120,
+                            PAN_SHIM_VM_MAP_DELAY_MS="200",
+                            PAN_SHIM_BO_FAIL_FROM=str(512 * MiB))
+        self.assertEqual((s["ok"], s["out_of_device_memory"], s["other"]), (0, 3, 0))
+        self.assertFalse([o for o in ops if o["size"] >= 64 * MiB])
 
     def test_no_data_race_under_helgrind(self):
         """The same work under helgrind: no report, except those
@@ -428,6 +483,23 @@ class PanthorBinds(unittest.TestCase):
                 self.assertEqual(max(o["replaced"] for o in ops), 0)
 
 
+class Invariants(unittest.TestCase):
+    """What the sharing rests on, checked by the driver."""
+
+    def test_more_than_one_queue_turns_both_knobs_off_loudly(self):
+        """Both knobs rest on the device having one queue, which panvk
+        exposes. A device asked for two (invalid usage, so without the
+        validation layer) gets stock behaviour and a message."""
+        s, peak, _, r = inflight("tls", 3, tls_kib=4, queues=2, validate=False)
+        self.assertEqual(s["ok"], 3)
+        self.assertIn("2 queues asked for", r.stderr)
+        # Three command buffers with 608 MiB each, as stock.
+        self.assertGreater(peak, 3 * 600 * MiB)
+        s, peak, _, r = inflight("tls", 3, tls_kib=4, validate=False)
+        self.assertNotIn("queues asked for", r.stderr)
+        self.assertLess(peak, 700 * MiB)
+
+
 class CommandStreamChecks(unittest.TestCase):
     """PANVK_DEBUG=cs turns on the checks of Mesa's command stream builder
     (cs_builder.h): among them, that no instruction reads a register an
@@ -470,6 +542,7 @@ class Capture(unittest.TestCase):
         # The G610 the shim models: cores 0, 2, 16 and 18 (0x50005).
         self.assertEqual((dev["core_count"], dev["core_id_range"]), (4, 19))
         self.assertEqual((dev["threads_per_core"], dev["tasks_per_core"]), (2048, 4))
+        self.assertEqual(dev["warp_size"], 16)
 
     def test_every_job_on_the_shared_tls_uses_its_stride(self):
         """Command buffers needing less than the buffer has must still encode
@@ -567,19 +640,24 @@ class Capture(unittest.TestCase):
 
     def check_wls_reuse_waits(self, lines, dev):
         """Two jobs whose WLS overlap must be ordered: a wait on the
-        scoreboard entry of the earlier one lies between them. Returns how
-        many overlapping (ordered) pairs there were."""
+        scoreboard entry of the earlier one lies between them, on their
+        queue, in the same submission or across submissions (the shim's
+        "waited" carries over from one submission of a queue to the next,
+        as the queue runs them in order). Returns how many overlapping
+        (ordered) pairs there were."""
         reused = 0
-        js = [j for j in jobs(lines) if j["wls"]]
+        js = jobs(lines)
         for a in range(len(js)):
             for b in range(a + 1, len(js)):
                 ja, jb = js[a], js[b]
-                if ja["submit"] != jb["submit"]:
+                if not ja["wls"] or not jb["wls"]:
                     continue
+                self.assertEqual(ja["queue"], jb["queue"])
                 (sa, ea), (sb, eb) = wls_range(ja, dev), wls_range(jb, dev)
                 if not (sa < eb and sb < ea):
                     continue
-                waited = any(js[k]["waited"] & (1 << ja["sb"]) for k in range(a + 1, b + 1))
+                waited = any(js[k]["waited"] & (1 << ja["sb"]) for k in range(a + 1, b + 1)
+                             if js[k]["queue"] == ja["queue"])
                 self.assertTrue(waited, "jobs %d and %d share WLS and may run together"
                                 % (ja["job"], jb["job"]))
                 reused += 1
@@ -620,23 +698,82 @@ class Capture(unittest.TestCase):
         # Each reuse comes after a wait on the earlier user.
         self.assertEqual(self.check_wls_reuse_waits(lines, dev), 2 * (6 * 5 // 2))
 
-    def test_an_epoch_past_the_arena_list_stays_disjoint(self):
-        """Two epochs of 20 dispatches, each needing a buffer of its own,
-        past the arena's list of 16 buffers: the 17th and later replace the
-        16th entry in turn. The first epoch's 20 ranges are disjoint; the
-        second takes the 15 first ones and the last, the 16 the list still
-        names, then 4 new ones, each reuse after a wait on its earlier
-        user."""
-        s, dev, lines, _ = captured("wls", groups=4096, dispatches=40, barrier=True, epoch=20,
+    def test_epochs_of_many_dispatches_reuse_every_buffer(self):
+        """Three epochs of 20 dispatches, each needing a buffer of its own
+        (the arena once kept 16, so every later epoch allocated 4 more):
+        the first epoch's 20 ranges are disjoint, the later ones take the
+        same 20 in order, each reuse after a wait on its earlier user, and
+        bound VA does not grow after the first epoch."""
+        s, dev, lines, _ = captured("wls", groups=4096, dispatches=60, barrier=True, epoch=20,
                                     submit=True)
         self.assertEqual(s["ok"], 1)
         starts = [wls_range(j, dev)[0] for j in jobs(lines) if j["wls"]]
-        self.assertEqual(len(starts), 40)
-        first, second = starts[:20], starts[20:]
-        self.assertEqual(len(set(first)), 20)
-        self.assertEqual(second[:16], first[:15] + first[19:])
-        self.assertEqual(len(set(second[16:]) - set(first)), 4)
-        self.assertEqual(self.check_wls_reuse_waits(lines, dev), 16)
+        self.assertEqual(len(starts), 60)
+        self.assertEqual(len(set(starts[:20])), 20)
+        self.assertEqual(starts, starts[:20] * 3)
+        self.assertEqual(self.check_wls_reuse_waits(lines, dev), 20 * 3)
+        _, one, _, _ = inflight("wls", groups=4096, dispatches=20, barrier=True, epoch=20)
+        _, three, _, _ = inflight("wls", groups=4096, dispatches=60, barrier=True, epoch=20)
+        self.assertEqual(one, three)
+
+    def test_re_executions_reuse_wls_only_after_the_end_of_stream_wait(self):
+        """A command buffer of three WLS dispatches without barriers, run
+        three times in one vkQueueSubmit, three times in three of them, and
+        as a secondary executed three times by one primary: every
+        execution uses the same three ranges (as stock 25.0.7 does), so each
+        must come after a wait on the earlier execution's jobs, which only
+        the wait on every scoreboard slot at the end of each command
+        buffer's stream provides (finish_cs())."""
+        for opts in ({}, {"separate": True}, {"secondary": True}):
+            s, dev, lines, _ = captured("wls", groups=4096, dispatches=3, executions=3,
+                                        submit=True, **opts)
+            self.assertEqual(s["ok"], 1, opts)
+            js = [j for j in jobs(lines) if j["wls"]]
+            self.assertEqual(len(js), 9, opts)
+            starts = [wls_range(j, dev)[0] for j in js]
+            self.assertEqual(len(set(starts[:3])), 3, opts)
+            self.assertEqual(starts, starts[:3] * 3, opts)
+            # 3 pairs between executions 1-2, 2-3 and 1-3 for each range.
+            self.assertEqual(self.check_wls_reuse_waits(lines, dev), 9, opts)
+
+    def test_a_spilling_draw_and_a_dispatch_share_one_stride(self):
+        """Patch 0015's case: a draw whose vertex shader needs 16 KiB per
+        thread next to a dispatch needing 4 KiB, in one command buffer. The
+        draw addresses the command buffer's TLS with the largest size, so
+        the dispatch's job must too, with either knob setting."""
+        for knob in ("0", "1"):
+            s, dev, lines, _ = captured("tls", tls_kib=1, draw_kib=4, submit=True,
+                                        PANVK_SHARED_TLS=knob)
+            self.assertEqual(s["ok"], 1, knob)
+            (j,) = jobs(lines)
+            t = j["tls"]
+            slots = dev["threads_per_core"] * dev["core_id_range"]
+            self.assertTrue(t["bound"], t)
+            self.assertEqual(t["thread_size"] * slots, t["bo_size"], (knob, t))
+            # The draw's need, not the dispatch's own 4 KiB.
+            self.assertGreaterEqual(t["thread_size"], 16384, (knob, t))
+
+    def test_freeing_a_pending_command_buffer_leaves_the_others_bound(self):
+        """Invalid usage, recorded: three command buffers submitted, the
+        first freed before vkQueueWaitIdle. The shared buffer stays bound
+        for the two others (they hold it); with PANVK_SHARED_TLS=0 the freed
+        one's own TLS goes at once, as in 25.0.7, and the others' stay."""
+        for knob in ("1", "0"):
+            s, dev, lines, _ = captured("tls", 3, tls_kib=1, submit=True, free_pending=True,
+                                        validate=False, PANVK_SHARED_TLS=knob)
+            self.assertEqual(s["ok"], 3, knob)
+            js = jobs(lines)
+            self.assertEqual(len(js), 3, knob)
+            (mark,) = [i for i, l in enumerate(lines)
+                       if "unbind" in l and l["unbind"]["size"] == 5 * MiB]
+            unbound = [l["unbind"] for l in lines[:mark] if "unbind" in l]
+            def hit(j):
+                t = j["tls"]
+                return [u for u in unbound
+                        if u["va"] < t["bo_va"] + t["bo_size"] and t["bo_va"] < u["va"] + u["size"]]
+            for j in js[1:]:
+                self.assertFalse(hit(j), (knob, j))
+            self.assertEqual(bool(hit(js[0])), knob == "0", knob)
 
     def test_indirect_dispatches_get_the_wls_of_direct_ones(self):
         """vkCmdDispatchIndirect: the same per-core instances, ranges and

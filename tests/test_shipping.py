@@ -575,7 +575,7 @@ class ChrootRemoval(unittest.TestCase):
             host = os.path.join(tmp, "host")
             root = os.path.join(tmp, "chroot")
             os.makedirs(host)
-            os.makedirs(os.path.join(root, "dev"))
+            proc.make_dirs(os.path.join(root, "dev"))
             with open(os.path.join(host, "keep"), "w") as f:
                 f.write("host file\n")
             r = subprocess.run(["mount", "--bind", host, os.path.join(root, "dev")])

@@ -91,6 +91,26 @@ def probe_cmd(prefix, drv):
         [exe("mesa-fork-inflight"), "--submit", "--cmdbufs", "8", "tls"]
 
 
+# mesa-fork-barrier-probe's exit status: what it says about the assumption
+# HK_LAZY_BARRIER and HK_MERGE_STREAMS rest on.
+BARRIER_VERDICTS = {
+    0: "holds: one CDM barrier waited for every earlier launch of the stream",
+    1: "DOES NOT HOLD: stale data after one CDM barrier; run with HK_LAZY_BARRIER=0 "
+       "and report this",
+    3: "is undecided: the device executed nothing (a drm-shim runs no shader); "
+       "only Apple hardware can answer",
+}
+
+
+def barrier_probe_section(prefix, env):
+    """hk: mesa-fork-barrier-probe checks, on the GPU, that one CDM barrier
+    waits for and flushes every earlier launch of its control stream."""
+    rc, so, se = sh([os.path.join(prefix, "bin", "mesa-fork-barrier-probe")], env)
+    verdict = BARRIER_VERDICTS.get(rc, "the probe failed (exit %d)" % rc)
+    return ["### mesa-fork-barrier-probe: the lazy barrier's hardware assumption %s"
+            % verdict, ""] + block(so + se, 30) + [""]
+
+
 def llama_tools(llama_bin):
     """Paths of test-backend-ops and llama-bench, from --llama-bin, PATH or
     Debian's llama.cpp-tests directory; None for each one not found."""
@@ -188,6 +208,8 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
         rc, so, se = sh(cmd, env)
         md += ["### %s: %s (exit %d)" % (os.path.basename(cmd[0]), what, rc), ""] + \
             block(so + se) + [""]
+        if drv == "asahi":
+            md += barrier_probe_section(prefix, env)
         md += memory_section(prefix, drv, env, fork.conf)
         md += llama_section(drv, env, tools, model, ratios, fork.conf)
     md += ["## Fork/stock ratios", ""]

@@ -14,8 +14,10 @@
  *   replay-buffer  a buffer created for device-address capture/replay (it
  *                  has a VA of its own, bound to memory at bind time),
  *                  bound to the second half of an allocation twice its
- *                  size, destroyed; invalid usage where the feature is
- *                  not supported
+ *                  size (with vkBindBufferMemory2 and a VkBindMemoryStatus),
+ *                  destroyed; invalid usage where the feature is not
+ *                  supported. A failed bind is printed with both results
+ *                  and the buffer's address, and ends the check (exit 2)
  *   sparse         prints the sparse features, properties and queue bits;
  *                  allocates a 256 MiB block and frees it, tries sparse
  *                  buffers and images with each sparse flag and four
@@ -25,6 +27,9 @@
  *   semaphores     one submission signals a semaphore; the next waits on
  *                  it, runs three compute streams (dispatches separated by
  *                  pipeline barriers), signals another and a fence
+ *   empty-submit   one submission signals a semaphore; a submission of no
+ *                  command buffer waits on it and signals a fence, which is
+ *                  waited on
  *   render         a dispatch, then a dynamic-rendering pass that clears a
  *                  64x32 colour image and a 64x32 D32_SFLOAT depth image
  *                  and stores both, then a dispatch
@@ -110,6 +115,9 @@ check_priority(VkPhysicalDevice pd)
    return 0;
 }
 
+/* VK_STRUCTURE_TYPE_BIND_MEMORY_STATUS (Vulkan 1.4, VK_KHR_maintenance6). */
+#define STRUCTURE_TYPE_BIND_MEMORY_STATUS 1000545002
+
 static int
 check_replay_buffer(VkPhysicalDevice pd)
 {
@@ -141,57 +149,95 @@ check_replay_buffer(VkPhysicalDevice pd)
    mf_device_create_chain(&d, pd, 0, NULL, &want12);
    VkDevice dev = d.dev;
 
-   /* 100 KiB: not a multiple of the 16 KiB page, so the buffer's VA (rounded
-    * up, plus a guard page) is larger than the memory it is bound to.
+   /* Twice: on memory that ends where the buffer does, and on memory that
+    * reaches 64 KiB further, past the buffer's VA and its guard page.
     */
-   VkBufferCreateInfo bci = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-      .flags = VK_BUFFER_CREATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT,
-      .size = 100 * 1024,
-      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-               VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
-   };
-   VkBuffer buf;
-   MF_CHECK(vkCreateBuffer(dev, &bci, NULL, &buf));
+   for (unsigned extra = 0; extra <= 64 * 1024; extra += 64 * 1024) {
+      /* 100 KiB: not a multiple of the 16 KiB page, so the buffer's VA (rounded
+       * up, plus a guard page) is larger than the memory it is bound to.
+       */
+      VkBufferCreateInfo bci = {
+         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+         .flags = VK_BUFFER_CREATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT,
+         .size = 100 * 1024,
+         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                  VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+      };
+      VkBuffer buf;
+      MF_CHECK(vkCreateBuffer(dev, &bci, NULL, &buf));
 
-   VkMemoryRequirements req;
-   vkGetBufferMemoryRequirements(dev, buf, &req);
-   int type = mf_find_memory_type(&d.mp, req.memoryTypeBits, 0);
+      VkMemoryRequirements req;
+      vkGetBufferMemoryRequirements(dev, buf, &req);
+      int type = mf_find_memory_type(&d.mp, req.memoryTypeBits, 0);
 
-   VkMemoryAllocateFlagsInfo flags = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-      .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT |
-               (replay ? VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT
-                       : 0),
-   };
-   /* Bound at an offset: the part of the memory past it is what the bind
-    * may cover.
-    */
-   VkDeviceSize offset = (req.size + req.alignment - 1) / req.alignment *
-                         req.alignment;
-   VkMemoryAllocateInfo mai = {
-      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-      .pNext = &flags,
-      .allocationSize = offset + req.size,
-      .memoryTypeIndex = type,
-   };
-   VkDeviceMemory mem;
-   MF_CHECK(vkAllocateMemory(dev, &mai, NULL, &mem));
-   MF_CHECK(vkBindBufferMemory(dev, buf, mem, offset));
+      VkMemoryAllocateFlagsInfo flags = {
+         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+         .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT |
+                  (replay ? VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_CAPTURE_REPLAY_BIT
+                          : 0),
+      };
+      /* Bound at an offset: the part of the memory past it is what the bind
+       * may cover.
+       */
+      VkDeviceSize offset = (req.size + req.alignment - 1) / req.alignment *
+                            req.alignment;
+      VkMemoryAllocateInfo mai = {
+         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+         .pNext = &flags,
+         .allocationSize = offset + req.size + extra,
+         .memoryTypeIndex = type,
+      };
+      VkDeviceMemory mem;
+      MF_CHECK(vkAllocateMemory(dev, &mai, NULL, &mem));
 
-   VkBufferDeviceAddressInfo bdai = {
-      .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
-      .buffer = buf,
-   };
-   VkDeviceAddress addr = vkGetBufferDeviceAddress(dev, &bdai);
-   printf("replay-buffer: size %llu, memory %llu, offset %llu, address "
-          "0x%llx\n",
-          (unsigned long long)bci.size, (unsigned long long)mai.allocationSize,
-          (unsigned long long)offset, (unsigned long long)addr);
+      /* With VK_KHR_maintenance6's per-bind status (the headers this
+       * builds with may predate it).
+       */
+      VkResult status = VK_RESULT_MAX_ENUM;
+      struct {
+         VkStructureType sType;
+         const void *pNext;
+         VkResult *pResult;
+      } bind_status = {
+         .sType = (VkStructureType)STRUCTURE_TYPE_BIND_MEMORY_STATUS,
+         .pResult = &status,
+      };
+      VkBindBufferMemoryInfo bind = {
+         .sType = VK_STRUCTURE_TYPE_BIND_BUFFER_MEMORY_INFO,
+         .pNext = &bind_status,
+         .buffer = buf,
+         .memory = mem,
+         .memoryOffset = offset,
+      };
+      VkResult bound = vkBindBufferMemory2(dev, 1, &bind);
 
-   vkDestroyBuffer(dev, buf, NULL);
-   printf("replay-buffer: destroyed\n");
-   vkFreeMemory(dev, mem, NULL);
+      VkBufferDeviceAddressInfo bdai = {
+         .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+         .buffer = buf,
+      };
+      VkDeviceAddress addr = vkGetBufferDeviceAddress(dev, &bdai);
+      if (bound != VK_SUCCESS || status != VK_SUCCESS) {
+         /* The buffer's VA is its own from creation: the address is where
+          * nothing may stay bound once it is destroyed.
+          */
+         printf("replay-buffer: bind failed: %s, status %s, address 0x%llx\n",
+                mf_result_str(bound), mf_result_str(status),
+                (unsigned long long)addr);
+         vkDestroyBuffer(dev, buf, NULL);
+         printf("replay-buffer: destroyed\n");
+         vkFreeMemory(dev, mem, NULL);
+         mf_device_destroy(&d);
+         return 2;
+      }
+      printf("replay-buffer: size %llu, memory %llu, offset %llu, address "
+             "0x%llx\n",
+             (unsigned long long)bci.size, (unsigned long long)mai.allocationSize,
+             (unsigned long long)offset, (unsigned long long)addr);
+
+      vkDestroyBuffer(dev, buf, NULL);
+      printf("replay-buffer: destroyed\n");
+      vkFreeMemory(dev, mem, NULL);
+   }
    mf_device_destroy(&d);
    return 0;
 }
@@ -291,6 +337,57 @@ check_semaphores(VkPhysicalDevice pd)
    vkDestroyFence(d.dev, fence, NULL);
    vkDestroySemaphore(d.dev, first_done, NULL);
    vkDestroySemaphore(d.dev, second_done, NULL);
+   compute_env_destroy(&e);
+   return 0;
+}
+
+static int
+check_empty_submit(VkPhysicalDevice pd)
+{
+   struct compute_env e;
+   compute_env_create(&e, pd, NULL);
+   struct mf_device d = e.d;
+
+   VkSemaphoreCreateInfo sci = {.sType =
+                                   VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+   VkSemaphore done;
+   MF_CHECK(vkCreateSemaphore(d.dev, &sci, NULL, &done));
+   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   VkFence fence;
+   MF_CHECK(vkCreateFence(d.dev, &fci, NULL, &fence));
+
+   VkCommandBuffer a = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+   dispatch(a, &e);
+   MF_CHECK(vkEndCommandBuffer(a));
+   VkSubmitInfo first = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &a,
+      .signalSemaphoreCount = 1,
+      .pSignalSemaphores = &done,
+   };
+   MF_CHECK(vkQueueSubmit(d.queue, 1, &first, VK_NULL_HANDLE));
+
+   /* No command buffer: the driver passes the wait on to the fence
+    * without a SUBMIT.
+    */
+   VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+   VkSubmitInfo empty = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .waitSemaphoreCount = 1,
+      .pWaitSemaphores = &done,
+      .pWaitDstStageMask = &stage,
+   };
+   VkResult r = vkQueueSubmit(d.queue, 1, &empty, fence);
+   printf("empty-submit: vkQueueSubmit: %s\n", mf_result_str(r));
+   MF_CHECK(r);
+   MF_CHECK(vkWaitForFences(d.dev, 1, &fence, VK_TRUE, UINT64_MAX));
+   MF_CHECK(vkQueueWaitIdle(d.queue));
+   printf("empty-submit: its fence signalled\n");
+
+   vkDestroyFence(d.dev, fence, NULL);
+   vkDestroySemaphore(d.dev, done, NULL);
    compute_env_destroy(&e);
    return 0;
 }
@@ -481,7 +578,7 @@ main(int argc, char **argv)
    }
    if (!check) {
       fprintf(stderr, "usage: mesa-fork-hk-uapi [--validate] "
-                      "priority|replay-buffer|sparse|semaphores|render\n");
+                      "priority|replay-buffer|sparse|semaphores|empty-submit|render\n");
       return 2;
    }
 
@@ -498,6 +595,8 @@ main(int argc, char **argv)
       ret = check_sparse(pd);
    else if (!strcmp(check, "semaphores"))
       ret = check_semaphores(pd);
+   else if (!strcmp(check, "empty-submit"))
+      ret = check_empty_submit(pd);
    else if (!strcmp(check, "render"))
       ret = check_render(pd);
    else {

@@ -14,6 +14,8 @@
  *                      [--tls-shrink] [--tls-mixed] [--rerecord R]
  *                      [--graphics-barrier] [--epoch E] [--indirect]
  *                      [--simultaneous] [--mark] [--reset-pool]
+ *                      [--executions E] [--separate] [--secondary]
+ *                      [--draw-kib V] [--queues Q] [--free-pending]
  *                      tls|wls|both
  *
  * --barrier puts a compute-to-compute pipeline barrier between dispatches,
@@ -34,6 +36,20 @@
  * --submit submits and waits on) it again, R more times; with --reset-pool
  * one vkResetCommandPool resets them all instead.
  *
+ * --executions E runs every command buffer E times: it is submitted E times
+ * in one vkQueueSubmit (with --separate, in E of them, without a wait in
+ * between), recorded with SIMULTANEOUS_USE when E > 1. With --secondary the
+ * dispatches are recorded into a secondary command buffer instead, which
+ * the primary executes E times with one vkCmdExecuteCommands.
+ * --draw-kib V records, before the dispatches, a render pass with a draw
+ * whose vertex shader spills a V KiB private array. --queues Q creates the
+ * device with Q queues of family 0 (more than panvk exposes: invalid usage,
+ * run it without --validate). --free-pending frees the first command buffer
+ * once every command buffer is submitted, before vkQueueWaitIdle (invalid
+ * usage too: it is pending), and then creates and destroys a 5 MiB buffer,
+ * so that a log of the VM bindings shows what the free unbound before the
+ * wait.
+ *
  *   tls   a shader spilling a K KiB (default 16) private array per thread
  *   wls   a shader with S KiB (default 32) of workgroup-shared memory (WLS)
  *         and L (default 256) invocations per workgroup
@@ -53,8 +69,203 @@
 #include "mf_vk.h"
 
 #include "both_spv.h"
+#include "flat_spv.h"
 #include "shared_spv.h"
 #include "spill_spv.h"
+#include "spill_vs_spv.h"
+
+/* A render pass over a 64x64 colour image with one pipeline, whose vertex
+ * shader spills (--draw-kib).
+ */
+struct draw {
+   struct mf_image img;
+   VkRenderPass pass;
+   VkFramebuffer fb;
+   VkPipelineLayout layout;
+   VkPipeline pipe;
+};
+
+static VkShaderModule
+shader_module(struct mf_device *d, const uint32_t *spv, size_t size)
+{
+   VkShaderModuleCreateInfo smci = {
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+      .codeSize = size,
+      .pCode = spv,
+   };
+   VkShaderModule sm;
+   MF_CHECK(vkCreateShaderModule(d->dev, &smci, NULL, &sm));
+   return sm;
+}
+
+static void
+draw_create(struct mf_device *d, unsigned kib, struct draw *g)
+{
+   const VkFormat format = VK_FORMAT_R8G8B8A8_UNORM;
+   mf_image_2d_create(d, 64, 64, format, VK_IMAGE_USAGE_COLOR_ATTACHMENT_BIT,
+                      &g->img);
+   VkAttachmentDescription att = {
+      .format = format,
+      .samples = VK_SAMPLE_COUNT_1_BIT,
+      .loadOp = VK_ATTACHMENT_LOAD_OP_CLEAR,
+      .storeOp = VK_ATTACHMENT_STORE_OP_STORE,
+      .stencilLoadOp = VK_ATTACHMENT_LOAD_OP_DONT_CARE,
+      .stencilStoreOp = VK_ATTACHMENT_STORE_OP_DONT_CARE,
+      .initialLayout = VK_IMAGE_LAYOUT_UNDEFINED,
+      .finalLayout = VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL,
+   };
+   VkAttachmentReference ref = {0, VK_IMAGE_LAYOUT_COLOR_ATTACHMENT_OPTIMAL};
+   VkSubpassDescription sub = {
+      .pipelineBindPoint = VK_PIPELINE_BIND_POINT_GRAPHICS,
+      .colorAttachmentCount = 1,
+      .pColorAttachments = &ref,
+   };
+   VkRenderPassCreateInfo rpci = {
+      .sType = VK_STRUCTURE_TYPE_RENDER_PASS_CREATE_INFO,
+      .attachmentCount = 1,
+      .pAttachments = &att,
+      .subpassCount = 1,
+      .pSubpasses = &sub,
+   };
+   MF_CHECK(vkCreateRenderPass(d->dev, &rpci, NULL, &g->pass));
+   VkFramebufferCreateInfo fci = {
+      .sType = VK_STRUCTURE_TYPE_FRAMEBUFFER_CREATE_INFO,
+      .renderPass = g->pass,
+      .attachmentCount = 1,
+      .pAttachments = &g->img.view,
+      .width = 64,
+      .height = 64,
+      .layers = 1,
+   };
+   MF_CHECK(vkCreateFramebuffer(d->dev, &fci, NULL, &g->fb));
+   VkPipelineLayoutCreateInfo plci = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+   };
+   MF_CHECK(vkCreatePipelineLayout(d->dev, &plci, NULL, &g->layout));
+
+   uint32_t words = kib * 256;
+   VkSpecializationMapEntry entry = {0, 0, sizeof(words)};
+   VkSpecializationInfo spec = {1, &entry, sizeof(words), &words};
+   VkShaderModule vs = shader_module(d, spill_vs_spv, sizeof(spill_vs_spv));
+   VkShaderModule fs = shader_module(d, flat_spv, sizeof(flat_spv));
+   VkPipelineShaderStageCreateInfo stages[2] = {
+      {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+       .stage = VK_SHADER_STAGE_VERTEX_BIT,
+       .module = vs,
+       .pName = "main",
+       .pSpecializationInfo = &spec},
+      {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+       .stage = VK_SHADER_STAGE_FRAGMENT_BIT,
+       .module = fs,
+       .pName = "main"},
+   };
+   VkPipelineVertexInputStateCreateInfo vi = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_VERTEX_INPUT_STATE_CREATE_INFO,
+   };
+   VkPipelineInputAssemblyStateCreateInfo ia = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_INPUT_ASSEMBLY_STATE_CREATE_INFO,
+      .topology = VK_PRIMITIVE_TOPOLOGY_TRIANGLE_LIST,
+   };
+   VkViewport vp = {0, 0, 64, 64, 0, 1};
+   VkRect2D scissor = {{0, 0}, {64, 64}};
+   VkPipelineViewportStateCreateInfo vps = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_VIEWPORT_STATE_CREATE_INFO,
+      .viewportCount = 1,
+      .pViewports = &vp,
+      .scissorCount = 1,
+      .pScissors = &scissor,
+   };
+   VkPipelineRasterizationStateCreateInfo rs = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_RASTERIZATION_STATE_CREATE_INFO,
+      .polygonMode = VK_POLYGON_MODE_FILL,
+      .cullMode = VK_CULL_MODE_NONE,
+      .frontFace = VK_FRONT_FACE_COUNTER_CLOCKWISE,
+      .lineWidth = 1.0f,
+   };
+   VkPipelineMultisampleStateCreateInfo ms = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_MULTISAMPLE_STATE_CREATE_INFO,
+      .rasterizationSamples = VK_SAMPLE_COUNT_1_BIT,
+   };
+   VkPipelineColorBlendAttachmentState cba = {.colorWriteMask = 0xf};
+   VkPipelineColorBlendStateCreateInfo cb = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_COLOR_BLEND_STATE_CREATE_INFO,
+      .attachmentCount = 1,
+      .pAttachments = &cba,
+   };
+   VkGraphicsPipelineCreateInfo gpci = {
+      .sType = VK_STRUCTURE_TYPE_GRAPHICS_PIPELINE_CREATE_INFO,
+      .stageCount = 2,
+      .pStages = stages,
+      .pVertexInputState = &vi,
+      .pInputAssemblyState = &ia,
+      .pViewportState = &vps,
+      .pRasterizationState = &rs,
+      .pMultisampleState = &ms,
+      .pColorBlendState = &cb,
+      .layout = g->layout,
+      .renderPass = g->pass,
+   };
+   MF_CHECK(vkCreateGraphicsPipelines(d->dev, VK_NULL_HANDLE, 1, &gpci, NULL,
+                                      &g->pipe));
+   vkDestroyShaderModule(d->dev, vs, NULL);
+   vkDestroyShaderModule(d->dev, fs, NULL);
+}
+
+static void
+draw_record(VkCommandBuffer cmd, const struct draw *g)
+{
+   VkClearValue clear = {.color.float32 = {0, 0, 0, 1}};
+   VkRenderPassBeginInfo rbi = {
+      .sType = VK_STRUCTURE_TYPE_RENDER_PASS_BEGIN_INFO,
+      .renderPass = g->pass,
+      .framebuffer = g->fb,
+      .renderArea = {{0, 0}, {64, 64}},
+      .clearValueCount = 1,
+      .pClearValues = &clear,
+   };
+   vkCmdBeginRenderPass(cmd, &rbi, VK_SUBPASS_CONTENTS_INLINE);
+   vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, g->pipe);
+   vkCmdDraw(cmd, 3, 1, 0, 0);
+   vkCmdEndRenderPass(cmd);
+}
+
+static void
+draw_destroy(struct mf_device *d, struct draw *g)
+{
+   vkDestroyPipeline(d->dev, g->pipe, NULL);
+   vkDestroyPipelineLayout(d->dev, g->layout, NULL);
+   vkDestroyFramebuffer(d->dev, g->fb, NULL);
+   vkDestroyRenderPass(d->dev, g->pass, NULL);
+   mf_image_destroy(d, &g->img);
+}
+
+/* mf_device_create() with `queues` queues of family 0. */
+static void
+device_create_queues(struct mf_device *d, VkPhysicalDevice pd, unsigned queues)
+{
+   float prio[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+   VkDeviceQueueCreateInfo qci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+      .queueFamilyIndex = 0,
+      .queueCount = queues,
+      .pQueuePriorities = prio,
+   };
+   VkDeviceCreateInfo dci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+      .queueCreateInfoCount = 1,
+      .pQueueCreateInfos = &qci,
+   };
+   memset(d, 0, sizeof(*d));
+   d->pd = pd;
+   MF_CHECK(vkCreateDevice(pd, &dci, NULL, &d->dev));
+   vkGetDeviceQueue(d->dev, 0, 0, &d->queue);
+   vkGetPhysicalDeviceMemoryProperties(pd, &d->mp);
+   VkCommandPoolCreateInfo pci = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+      .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+   };
+   MF_CHECK(vkCreateCommandPool(d->dev, &pci, NULL, &d->pool));
+}
 
 int
 main(int argc, char **argv)
@@ -64,7 +275,9 @@ main(int argc, char **argv)
    bool validate = false, do_submit = false, barriers = false, grow = false;
    bool host_barriers = false, shrink = false, mixed = false;
    bool gfx_barriers = false, indirect = false, simultaneous = false;
-   bool mark = false, reset_pool = false;
+   bool mark = false, reset_pool = false, separate = false, secondary = false;
+   bool free_pending = false;
+   unsigned executions = 1, draw_kib = 0, queues = 1;
    const char *kind = NULL;
    for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--validate"))
@@ -85,6 +298,18 @@ main(int argc, char **argv)
          mark = true;
       else if (!strcmp(argv[i], "--reset-pool"))
          reset_pool = true;
+      else if (!strcmp(argv[i], "--separate"))
+         separate = true;
+      else if (!strcmp(argv[i], "--secondary"))
+         secondary = true;
+      else if (!strcmp(argv[i], "--free-pending"))
+         free_pending = true;
+      else if (!strcmp(argv[i], "--executions") && i + 1 < argc)
+         executions = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--draw-kib") && i + 1 < argc)
+         draw_kib = strtoul(argv[++i], NULL, 10);
+      else if (!strcmp(argv[i], "--queues") && i + 1 < argc)
+         queues = strtoul(argv[++i], NULL, 10);
       else if (!strcmp(argv[i], "--tls-grow"))
          grow = true;
       else if (!strcmp(argv[i], "--tls-shrink"))
@@ -119,7 +344,9 @@ main(int argc, char **argv)
    if (!kind || n == 0 || n > 1024 || dispatches == 0 || groups == 0 ||
        groups_y == 0 || tls_kib == 0 || tls_kib > 256 || local_size == 0 ||
        local_size > 1024 || shared_kib == 0 || shared_kib > 64 || rerecord > 64 ||
-       epoch == 0 ||
+       epoch == 0 || executions == 0 || executions > 16 || draw_kib > 64 ||
+       queues == 0 || queues > 8 || (secondary && draw_kib) ||
+       (separate && secondary) || (free_pending && !do_submit) ||
        grow + shrink + mixed > 1 || barriers + host_barriers + gfx_barriers > 1) {
       fprintf(stderr, "usage: mesa-fork-inflight [--validate] [--submit] "
                       "[--cmdbufs N] [--dispatches D] [--groups G] "
@@ -128,6 +355,8 @@ main(int argc, char **argv)
                       "[--tls-grow] [--tls-shrink] [--tls-mixed] "
                       "[--rerecord R] [--graphics-barrier] [--epoch E] [--indirect] "
                       "[--simultaneous] [--mark] [--reset-pool] "
+                      "[--executions E] [--separate] [--secondary] "
+                      "[--draw-kib V] [--queues Q] [--free-pending] "
                       "tls|wls|both\n");
       return 64;
    }
@@ -136,11 +365,19 @@ main(int argc, char **argv)
    struct mf_instance mi;
    MF_CHECK(mf_instance_create(&mi, "mesa-fork-inflight", validate));
    struct mf_device d;
-   mf_device_create(&d, mf_first_physical_device(&mi, "mesa-fork-inflight"),
-                    NULL);
+   VkPhysicalDevice pd = mf_first_physical_device(&mi, "mesa-fork-inflight");
+   if (queues > 1)
+      device_create_queues(&d, pd, queues);
+   else
+      mf_device_create(&d, pd, NULL);
    struct mf_buffer buf;
    mf_buffer_create(&d, 1 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &buf);
+   struct draw g;
+   if (draw_kib)
+      draw_create(&d, draw_kib, &g);
+   if (executions > 1)
+      simultaneous = true;
 
    struct mf_buffer grid;
    if (indirect) {
@@ -191,6 +428,8 @@ main(int argc, char **argv)
    }
 
    VkCommandBuffer *cmds = calloc(n, sizeof(*cmds));
+   VkCommandBuffer *secs = calloc(n, sizeof(*secs));
+   VkCommandBuffer execs[16];
    unsigned ok = 0, oom = 0, other = 0;
    for (unsigned round = 0; round <= rerecord; round++) {
       for (unsigned i = 0; i < n; i++) {
@@ -199,6 +438,8 @@ main(int argc, char **argv)
             simultaneous ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT : 0;
          if (round == 0) {
             cmds[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, usage);
+            if (secondary)
+               secs[i] = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_SECONDARY, usage);
          } else {
             VkCommandBufferBeginInfo bi = {
                .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
@@ -209,59 +450,104 @@ main(int argc, char **argv)
             else if (i == 0)
                MF_CHECK(vkResetCommandPool(d.dev, d.pool, 0));
             MF_CHECK(vkBeginCommandBuffer(cmds[i], &bi));
+            if (secondary) {
+               VkCommandBufferInheritanceInfo inh = {
+                  .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO,
+               };
+               bi.pInheritanceInfo = &inh;
+               if (!reset_pool)
+                  MF_CHECK(vkResetCommandBuffer(secs[i], 0));
+               MF_CHECK(vkBeginCommandBuffer(secs[i], &bi));
+            }
          }
+         /* Where the dispatches go. */
+         VkCommandBuffer rec = secondary ? secs[i] : cmds[i];
+         if (draw_kib)
+            draw_record(rec, &g);
          c.pipe = pipes[grow || shrink ? i : 0];
-         mf_compute_bind(cmds[i], &c, &words, sizeof(words));
+         mf_compute_bind(rec, &c, &words, sizeof(words));
          for (unsigned k = 0; k < dispatches; k++) {
             if (mixed) {
                c.pipe = pipes[k];
-               mf_compute_bind(cmds[i], &c, &words, sizeof(words));
+               mf_compute_bind(rec, &c, &words, sizeof(words));
             }
             bool seam = k && k % epoch == 0;
             if (barriers && seam) {
-               mf_barrier(cmds[i], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+               mf_barrier(rec, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_READ_BIT);
             }
             if (host_barriers && seam) {
-               mf_barrier(cmds[i], VK_PIPELINE_STAGE_HOST_BIT,
+               mf_barrier(rec, VK_PIPELINE_STAGE_HOST_BIT,
                           VK_ACCESS_HOST_WRITE_BIT,
                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                           VK_ACCESS_SHADER_READ_BIT);
             }
             if (gfx_barriers && seam) {
-               mf_barrier(cmds[i], VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
+               mf_barrier(rec, VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
                           VK_ACCESS_SHADER_WRITE_BIT,
                           VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT,
                           VK_ACCESS_SHADER_READ_BIT);
             }
             if (indirect)
-               vkCmdDispatchIndirect(cmds[i], grid.buf, 0);
+               vkCmdDispatchIndirect(rec, grid.buf, 0);
             else
-               vkCmdDispatch(cmds[i], groups, groups_y, 1);
+               vkCmdDispatch(rec, groups, groups_y, 1);
          }
-         VkResult r = vkEndCommandBuffer(cmds[i]);
+         VkResult r = VK_SUCCESS;
+         if (secondary) {
+            r = vkEndCommandBuffer(secs[i]);
+            for (unsigned e = 0; e < executions; e++)
+               execs[e] = secs[i];
+            if (r == VK_SUCCESS)
+               vkCmdExecuteCommands(cmds[i], executions, execs);
+         }
+         VkResult rp = vkEndCommandBuffer(cmds[i]);
+         if (r == VK_SUCCESS)
+            r = rp;
          ok += r == VK_SUCCESS;
          oom += r == VK_ERROR_OUT_OF_DEVICE_MEMORY;
          other += r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY;
          printf("{\"cmdbuf\": %u, \"round\": %u, \"end\": \"%s\"}\n", i, round,
                 mf_result_str(r));
          if (r == VK_SUCCESS && do_submit) {
-            VkSubmitInfo si = {
-               .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-               .commandBufferCount = 1,
-               .pCommandBuffers = &cmds[i],
-            };
-            MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
+            /* A secondary runs E times inside its primary; a primary runs
+             * E times here.
+             */
+            unsigned runs = secondary ? 1 : executions;
+            unsigned per_submit = separate ? 1 : runs;
+            for (unsigned e = 0; e < runs; e++)
+               execs[e] = cmds[i];
+            for (unsigned e = 0; e < runs; e += per_submit) {
+               VkSubmitInfo si = {
+                  .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                  .commandBufferCount = per_submit,
+                  .pCommandBuffers = execs,
+               };
+               MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
+            }
          }
+      }
+      if (do_submit && free_pending && round == rerecord && cmds[0]) {
+         vkFreeCommandBuffers(d.dev, d.pool, 1, &cmds[0]);
+         cmds[0] = VK_NULL_HANDLE;
+         struct mf_buffer m;
+         mf_buffer_create(&d, 5 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1,
+                          0, &m);
+         mf_buffer_destroy(&d, &m);
       }
       if (do_submit)
          MF_CHECK(vkQueueWaitIdle(d.queue));
    }
 
    vkFreeCommandBuffers(d.dev, d.pool, n, cmds);
+   if (secondary)
+      vkFreeCommandBuffers(d.dev, d.pool, n, secs);
    free(cmds);
+   free(secs);
+   if (draw_kib)
+      draw_destroy(&d, &g);
    if (mark) {
       struct mf_buffer m;
       mf_buffer_create(&d, 5 << 20, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,

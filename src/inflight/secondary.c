@@ -2,19 +2,28 @@
  * Copyright 2026 mesa-fork contributors
  * SPDX-License-Identifier: MIT
  *
- * mesa-fork-tls-secondary: what a secondary command buffer's TLS need
- * brings to the primary that executes it, with the device-shared TLS buffer
- * replaced and dropped in between. Shaders spilling 1, 4 and 8 KiB private
- * arrays (4, 16 and 32 KiB per thread on a Valhall GPU):
+ * mesa-fork-tls-secondary: which command buffers take the device-shared TLS
+ * buffer, and for what need, when secondaries are executed by primaries.
+ * Shaders spilling 1, 4 and 8 KiB private arrays (4, 16 and 32 KiB per
+ * thread on a Valhall GPU: 152, 608 and 1216 MiB on the G610 model):
  *
- *   A   primary,   the 4 KiB shader: the shared buffer is created for it
- *   S   secondary, the 1 KiB shader: recorded against A's buffer
- *   C   primary,   the 8 KiB shader: a larger buffer replaces A's
- *   A is freed, C reset: nobody holds the larger buffer, the device drops it
- *   P   primary executing S: needs what S needs, 4 KiB per thread
+ *   S   secondary, the 4 KiB shader: the shared buffer is created for it
+ *   C   primary,   the 8 KiB shader: a larger buffer replaces S's
+ *   P1  primary executing S only: no job of its own uses TLS, so it takes
+ *       no buffer (it would keep C's alive, and make the next need C's)
+ *   C is reset: nobody holds the larger buffer, the device drops it
+ *   P2  primary executing S only: creates nothing (S's jobs use S's buffer)
+ *   Q   primary, the 1 KiB shader, then executing S: its own need is 4 KiB
+ *       per thread, not S's 16: it creates a 152 MiB buffer
+ *   A   primary, the 1 KiB shader: takes Q's buffer
+ *   X   primary, the 4 KiB shader: a 608 MiB buffer replaces Q's
+ *   A is freed: it held the replaced buffer, which leaves the device's
+ *       count of the current buffer's holders alone
+ *   Y   primary, the 1 KiB shader: takes X's buffer, which X still holds
  *
- * A log of the kernel's VM bindings then shows the size of P's buffer.
- * Prints one JSON summary line.
+ * P1, P2, Q, X and Y are then submitted in one vkQueueSubmit and waited on.
+ * A log of the kernel's VM bindings shows the buffers made: 608, 1216 (then
+ * unbound at C's reset), 152 and 608 MiB. Prints one JSON summary line.
  */
 
 #include <stdbool.h>
@@ -64,21 +73,48 @@ main(int argc, char **argv)
    }
 
    unsigned ok = 0;
-   VkCommandBuffer a = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
-   ok += record(a, &c, pipes[1]) == VK_SUCCESS;
-   VkCommandBuffer s = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_SECONDARY, 0);
-   ok += record(s, &c, pipes[0]) == VK_SUCCESS;
+   VkCommandBuffer sec = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_SECONDARY,
+                                  VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
+   ok += record(sec, &c, pipes[1]) == VK_SUCCESS;
    VkCommandBuffer cb = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
    ok += record(cb, &c, pipes[2]) == VK_SUCCESS;
-   vkFreeCommandBuffers(d.dev, d.pool, 1, &a);
+
+   VkCommandBuffer p1 = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   vkCmdExecuteCommands(p1, 1, &sec);
+   ok += vkEndCommandBuffer(p1) == VK_SUCCESS;
    MF_CHECK(vkResetCommandBuffer(cb, 0));
 
-   VkCommandBuffer p = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
-   vkCmdExecuteCommands(p, 1, &s);
-   ok += vkEndCommandBuffer(p) == VK_SUCCESS;
+   VkCommandBuffer p2 = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   vkCmdExecuteCommands(p2, 1, &sec);
+   ok += vkEndCommandBuffer(p2) == VK_SUCCESS;
 
-   VkCommandBuffer all[3] = {s, cb, p};
-   vkFreeCommandBuffers(d.dev, d.pool, 3, all);
+   uint32_t words = 1 << 18;
+   VkCommandBuffer q = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   c.pipe = pipes[0];
+   mf_compute_bind(q, &c, &words, sizeof(words));
+   vkCmdDispatch(q, 64, 1, 1);
+   vkCmdExecuteCommands(q, 1, &sec);
+   ok += vkEndCommandBuffer(q) == VK_SUCCESS;
+
+   VkCommandBuffer a = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   ok += record(a, &c, pipes[0]) == VK_SUCCESS;
+   VkCommandBuffer x = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   ok += record(x, &c, pipes[1]) == VK_SUCCESS;
+   vkFreeCommandBuffers(d.dev, d.pool, 1, &a);
+   VkCommandBuffer y = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY, 0);
+   ok += record(y, &c, pipes[0]) == VK_SUCCESS;
+
+   VkCommandBuffer run[5] = {p1, p2, q, x, y};
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 5,
+      .pCommandBuffers = run,
+   };
+   MF_CHECK(vkQueueSubmit(d.queue, 1, &si, VK_NULL_HANDLE));
+   MF_CHECK(vkQueueWaitIdle(d.queue));
+
+   VkCommandBuffer all[7] = {sec, cb, p1, p2, q, x, y};
+   vkFreeCommandBuffers(d.dev, d.pool, 7, all);
    for (unsigned i = 1; i < 3; i++)
       vkDestroyPipeline(d.dev, pipes[i], NULL);
    c.pipe = pipes[0];
@@ -89,5 +125,5 @@ main(int argc, char **argv)
    mf_instance_destroy(&mi);
    printf("{\"summary\": true, \"ok\": %u, \"validation_messages\": %u}\n", ok,
           messages);
-   return messages ? 3 : ok == 4 ? 0 : 1;
+   return messages ? 3 : ok == 8 ? 0 : 1;
 }

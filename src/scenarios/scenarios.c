@@ -48,13 +48,34 @@
  *                    (skipped with exit 77 without pipelineStatisticsQuery)
  *   mixed        N rounds of: dispatch, barrier, vkCmdFillBuffer, barrier,
  *                indirect dispatch, barrier
+ *   subpass-queries  a render pass whose subpass has a self-dependency:
+ *                    clear, an empty compute-invocation query, barrier,
+ *                    clear, another such query (skipped with exit 77
+ *                    without pipelineStatisticsQuery)
+ *   reset-event  dispatch, vkCmdResetEvent, dispatch
+ *   query-copy   dispatch, vkCmdWriteTimestamp, vkCmdCopyQueryPoolResults of
+ *                that timestamp, barrier to the host; prints timestampPeriod
+ *   query-barrier    compute-invocation query around a dispatch,
+ *                    vkCmdEndQuery, barrier, dispatch,
+ *                    vkCmdCopyQueryPoolResults of the query, barrier to the
+ *                    host (skipped with exit 77 without
+ *                    pipelineStatisticsQuery)
+ *   timeline-waits   one vkQueueSubmit waiting on the same timeline
+ *                    semaphores more than once (values past 2^32, equal low
+ *                    halves, equal values)
+ *   submit-oom   submits a chain of N dispatches; when
+ *                libmesa-fork-failmalloc.so is preloaded, first with the
+ *                1st, 2nd, ... host allocation of the driver failing, each
+ *                time checking that the queue is still usable
  *
  * The scenarios that need Vulkan 1.3 (synchronization2, dynamic rendering)
  * exit with 77 on a device without it.
  * Prints one line per submitted command buffer.
  */
 
+#include <dlfcn.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +89,7 @@ struct ctx {
    struct mf_device d;
    struct mf_buffer buf, args, scratch;
    struct mf_compute c, args_writer;
-   bool vk13;
+   bool vk13, timeline;
 };
 
 static void
@@ -101,7 +122,26 @@ setup(struct ctx *c, bool validate)
       .synchronization2 = VK_TRUE,
       .dynamicRendering = VK_TRUE,
    };
-   mf_device_create_chain(&c->d, pd, 0, &want, c->vk13 ? &want13 : NULL);
+   /* Timeline semaphores, core in Vulkan 1.2, where the device has them. */
+   VkPhysicalDeviceVulkan12Features have12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+   };
+   if (props.apiVersion >= VK_API_VERSION_1_2) {
+      VkPhysicalDeviceFeatures2 f2 = {
+         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+         .pNext = &have12,
+      };
+      vkGetPhysicalDeviceFeatures2(pd, &f2);
+   }
+   c->timeline = have12.timelineSemaphore;
+   VkPhysicalDeviceVulkan12Features want12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .pNext = c->vk13 ? &want13 : NULL,
+      .timelineSemaphore = VK_TRUE,
+   };
+   mf_device_create_chain(&c->d, pd, 0, &want,
+                          c->timeline ? (void *)&want12
+                                      : (c->vk13 ? (void *)&want13 : NULL));
    mf_buffer_create(&c->d, 1 << 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
                     &c->buf);
    mf_buffer_create(&c->d, 256,
@@ -213,7 +253,7 @@ render(struct ctx *c, VkCommandBuffer cmd)
  * pass must run after both clears.
  */
 static void
-subpass_query(struct ctx *c, VkCommandBuffer cmd)
+subpass_query(struct ctx *c, VkCommandBuffer cmd, bool twice)
 {
    const VkFormat format = VK_FORMAT_R8G8B8A8_UNORM;
    struct mf_image img;
@@ -272,7 +312,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
    VkQueryPoolCreateInfo qpci = {
       .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
       .queryType = VK_QUERY_TYPE_PIPELINE_STATISTICS,
-      .queryCount = 1,
+      .queryCount = twice ? 2 : 1,
       .pipelineStatistics =
          VK_QUERY_PIPELINE_STATISTIC_COMPUTE_SHADER_INVOCATIONS_BIT,
    };
@@ -292,7 +332,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT,
                         VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT, 0, 0,
                         NULL, 0, NULL, 1, &to_general);
-   vkCmdResetQueryPool(cmd, qp, 0, 1);
+   vkCmdResetQueryPool(cmd, qp, 0, twice ? 2 : 1);
 
    VkRenderPassBeginInfo rbi = {
       .sType = VK_STRUCTURE_TYPE_RENDER_PASS_BEGIN_INFO,
@@ -313,13 +353,27 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
       .srcAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
       .dstAccessMask = VK_ACCESS_COLOR_ATTACHMENT_WRITE_BIT,
    };
+   if (twice) {
+      /* The query's write opens a compute stream behind the open graphics
+       * one; the barrier must end it, or the second query's write, after
+       * the second clear, would join it ahead of that clear.
+       */
+      vkCmdBeginQuery(cmd, qp, 0, 0);
+      vkCmdEndQuery(cmd, qp, 0);
+   }
    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
                         VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
                         VK_DEPENDENCY_BY_REGION_BIT, 1, &self_mb, 0, NULL, 0,
                         NULL);
-   vkCmdBeginQuery(cmd, qp, 0, 0);
-   vkCmdEndQuery(cmd, qp, 0);
+   if (!twice) {
+      vkCmdBeginQuery(cmd, qp, 0, 0);
+      vkCmdEndQuery(cmd, qp, 0);
+   }
    vkCmdClearAttachments(cmd, 1, &clear, 1, &rect);
+   if (twice) {
+      vkCmdBeginQuery(cmd, qp, 1, 0);
+      vkCmdEndQuery(cmd, qp, 1);
+   }
    vkCmdEndRenderPass(cmd);
 
    mf_barrier(cmd, VK_PIPELINE_STAGE_COLOR_ATTACHMENT_OUTPUT_BIT,
@@ -328,7 +382,7 @@ subpass_query(struct ctx *c, VkCommandBuffer cmd)
    bind(c, cmd);
    vkCmdDispatch(cmd, 16, 1, 1);
    mf_submit_wait(&c->d, cmd);
-   printf("submitted: subpass-query\n");
+   printf("submitted: %s\n", twice ? "subpass-queries" : "subpass-query");
 
    vkDestroyQueryPool(c->d.dev, qp, NULL);
    vkDestroyFramebuffer(c->d.dev, fb, NULL);
@@ -374,13 +428,244 @@ indirect(struct ctx *c, VkCommandBuffer cmd, bool update, bool shader)
    vkCmdDispatchIndirect(cmd, c->args.buf, 0);
 }
 
+/* dispatch, vkCmdResetEvent, dispatch: the reset is a synchronization
+ * command, as vkCmdSetEvent is.
+ */
+static void
+reset_event(struct ctx *c, VkCommandBuffer cmd)
+{
+   VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+   VkEvent ev;
+   MF_CHECK(vkCreateEvent(c->d.dev, &eci, NULL, &ev));
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   vkCmdResetEvent(cmd, ev, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   submit(c, cmd, "reset-event");
+   vkDestroyEvent(c->d.dev, ev, NULL);
+}
+
+/* Copies the results of query `first` .. `first + count` into c->scratch,
+ * then makes them visible to the host.
+ */
+static void
+copy_results(VkCommandBuffer cmd, struct ctx *c, VkQueryPool qp,
+             uint32_t first, uint32_t count)
+{
+   vkCmdCopyQueryPoolResults(cmd, qp, first, count, c->scratch.buf, 0, 8,
+                             VK_QUERY_RESULT_64_BIT |
+                                VK_QUERY_RESULT_WAIT_BIT);
+   mf_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+              VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+}
+
+/* dispatch, timestamp, copy of the timestamp: the copy must read the
+ * timestamp, which is written when its control stream ends.
+ */
+static void
+query_copy(struct ctx *c, VkCommandBuffer cmd)
+{
+   VkPhysicalDeviceProperties props;
+   vkGetPhysicalDeviceProperties(c->d.pd, &props);
+   printf("timestampPeriod: %.6f ns\n", props.limits.timestampPeriod);
+
+   VkQueryPoolCreateInfo qpci = {
+      .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+      .queryType = VK_QUERY_TYPE_TIMESTAMP,
+      .queryCount = 1,
+   };
+   VkQueryPool qp;
+   MF_CHECK(vkCreateQueryPool(c->d.dev, &qpci, NULL, &qp));
+   vkCmdResetQueryPool(cmd, qp, 0, 1);
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 0);
+   copy_results(cmd, c, qp, 0, 1);
+   submit(c, cmd, "query-copy");
+   vkDestroyQueryPool(c->d.dev, qp, NULL);
+}
+
+/* A compute-invocation query around a dispatch, a pipeline barrier right
+ * after vkCmdEndQuery, a dispatch, and the copy of the query's result with
+ * nothing between it and the dispatch: with merged streams, all of it is
+ * one control stream.
+ */
+static void
+query_barrier(struct ctx *c, VkCommandBuffer cmd)
+{
+   VkQueryPoolCreateInfo qpci = {
+      .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+      .queryType = VK_QUERY_TYPE_PIPELINE_STATISTICS,
+      .queryCount = 1,
+      .pipelineStatistics =
+         VK_QUERY_PIPELINE_STATISTIC_COMPUTE_SHADER_INVOCATIONS_BIT,
+   };
+   VkQueryPool qp;
+   MF_CHECK(vkCreateQueryPool(c->d.dev, &qpci, NULL, &qp));
+   vkCmdResetQueryPool(cmd, qp, 0, 1);
+   bind(c, cmd);
+   vkCmdBeginQuery(cmd, qp, 0, 0);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   vkCmdEndQuery(cmd, qp, 0);
+   compute_barrier(cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   copy_results(cmd, c, qp, 0, 1);
+   submit(c, cmd, "query-barrier");
+   vkDestroyQueryPool(c->d.dev, qp, NULL);
+}
+
+/* One vkQueueSubmit that waits twice on each of three timeline semaphores,
+ * signalled from the host beforehand: on 2^32 and 2^32 - 1, on 2^32 + 5
+ * and 5 (equal low halves, the higher first), and twice on 7. Waiting on
+ * the higher value of each pair covers the other.
+ */
+static void
+timeline_waits(struct ctx *c, VkCommandBuffer cmd)
+{
+   if (!c->timeline) {
+      printf("skipped: timelineSemaphore not supported\n");
+      exit(77);
+   }
+   const uint64_t waits[6] = {0x100000000ull, 0xffffffffull, 0x100000005ull,
+                              5, 7, 7};
+   const uint64_t reach[3] = {0x100000000ull, 0x100000005ull, 7};
+   VkSemaphore sem[3];
+   for (unsigned i = 0; i < 3; i++) {
+      VkSemaphoreTypeCreateInfo tci = {
+         .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+         .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+      };
+      VkSemaphoreCreateInfo sci = {
+         .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+         .pNext = &tci,
+      };
+      MF_CHECK(vkCreateSemaphore(c->d.dev, &sci, NULL, &sem[i]));
+      VkSemaphoreSignalInfo ssi = {
+         .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+         .semaphore = sem[i],
+         .value = reach[i],
+      };
+      MF_CHECK(vkSignalSemaphore(c->d.dev, &ssi));
+   }
+
+   bind(c, cmd);
+   vkCmdDispatch(cmd, 16, 1, 1);
+   MF_CHECK(vkEndCommandBuffer(cmd));
+
+   VkSemaphore wait_sems[6];
+   VkPipelineStageFlags stages[6];
+   for (unsigned i = 0; i < 6; i++) {
+      wait_sems[i] = sem[i / 2];
+      stages[i] = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+   }
+   VkTimelineSemaphoreSubmitInfo tsi = {
+      .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+      .waitSemaphoreValueCount = 6,
+      .pWaitSemaphoreValues = waits,
+   };
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .pNext = &tsi,
+      .waitSemaphoreCount = 6,
+      .pWaitSemaphores = wait_sems,
+      .pWaitDstStageMask = stages,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &cmd,
+   };
+   MF_CHECK(vkQueueSubmit(c->d.queue, 1, &si, VK_NULL_HANDLE));
+   MF_CHECK(vkQueueWaitIdle(c->d.queue));
+   printf("submitted: timeline-waits\n");
+   for (unsigned i = 0; i < 3; i++)
+      vkDestroySemaphore(c->d.dev, sem[i], NULL);
+}
+
+/* libmesa-fork-failmalloc.so, when preloaded (see src/failmalloc/). */
+typedef void (*failmalloc_arm_fn)(unsigned nth, const char *only);
+typedef int (*failmalloc_disarm_fn)(void);
+
+/* Submits with the 1st, 2nd, ... host allocation of the driver failing,
+ * until one submission needs no more: each must either succeed or say
+ * VK_ERROR_OUT_OF_HOST_MEMORY and leave the queue usable (its fence
+ * untouched, and an empty submission behind it signalling its own fence),
+ * never lose the device.
+ */
+static void
+submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
+{
+   failmalloc_arm_fn arm =
+      (failmalloc_arm_fn)dlsym(RTLD_DEFAULT, "mf_failmalloc_arm");
+   failmalloc_disarm_fn disarm =
+      (failmalloc_disarm_fn)dlsym(RTLD_DEFAULT, "mf_failmalloc_disarm");
+
+   bind(c, cmd);
+   for (unsigned i = 0; i < count; i++) {
+      if (i)
+         compute_barrier(cmd);
+      vkCmdDispatch(cmd, 16, 1, 1);
+   }
+   MF_CHECK(vkEndCommandBuffer(cmd));
+
+   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   VkFence fence, empty;
+   MF_CHECK(vkCreateFence(c->d.dev, &fci, NULL, &fence));
+   MF_CHECK(vkCreateFence(c->d.dev, &fci, NULL, &empty));
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &cmd,
+   };
+
+   unsigned failed = 0;
+   for (unsigned nth = 1;; nth++) {
+      if (arm && disarm)
+         arm(nth, "libvulkan_");
+      VkResult r = vkQueueSubmit(c->d.queue, 1, &si, fence);
+      bool fired = arm && disarm && disarm();
+      if (fired)
+         printf("allocation %u failed: %s\n", nth, mf_result_str(r));
+      if (r == VK_SUCCESS)
+         break;
+      if (r != VK_ERROR_OUT_OF_HOST_MEMORY || !fired) {
+         fprintf(stderr, "mesa-fork-scenarios: vkQueueSubmit: %s\n",
+                 mf_result_str(r));
+         exit(2);
+      }
+      failed++;
+
+      VkResult status = vkGetFenceStatus(c->d.dev, fence);
+      if (status != VK_NOT_READY) {
+         fprintf(stderr,
+                 "mesa-fork-scenarios: the fence of the failed submission "
+                 "is %s, not VK_NOT_READY\n",
+                 mf_result_str(status));
+         exit(2);
+      }
+      MF_CHECK(vkQueueSubmit(c->d.queue, 0, NULL, empty));
+      MF_CHECK(vkWaitForFences(c->d.dev, 1, &empty, VK_TRUE, UINT64_MAX));
+      MF_CHECK(vkResetFences(c->d.dev, 1, &empty));
+      if (nth == 10000) {
+         fprintf(stderr, "mesa-fork-scenarios: still failing after %u "
+                         "allocations\n", nth);
+         exit(2);
+      }
+   }
+   MF_CHECK(vkWaitForFences(c->d.dev, 1, &fence, VK_TRUE, UINT64_MAX));
+   MF_CHECK(vkQueueWaitIdle(c->d.queue));
+   printf("submit-oom: %u submissions out of host memory, then submitted\n",
+          failed);
+   printf("submitted: submit-oom\n");
+   vkDestroyFence(c->d.dev, fence, NULL);
+   vkDestroyFence(c->d.dev, empty, NULL);
+}
+
 /* Every scenario main() knows, in the order the tests run them. */
 static const char *const scenario_names[] = {
    "dispatches", "base", "barrier", "chain", "event", "timestamp",
    "statistics", "indirect-fill", "indirect-update", "indirect-dispatch",
    "secondary", "empty", "exec-barrier", "exec-barrier2", "empty-barrier2",
    "sync2", "events2", "render", "host", "meta", "timestamp-barrier", "mixed",
-   "subpass-query",
+   "subpass-query", "reset-event", "query-copy", "query-barrier",
+   "timeline-waits", "submit-oom", "subpass-queries",
 };
 #define N_SCENARIOS (sizeof(scenario_names) / sizeof(scenario_names[0]))
 
@@ -485,14 +770,15 @@ main(int argc, char **argv)
    } else if (!strcmp(scenario, "render")) {
       render(&c, cmd);
       cmd = VK_NULL_HANDLE;
-   } else if (!strcmp(scenario, "subpass-query")) {
+   } else if (!strcmp(scenario, "subpass-query") ||
+              !strcmp(scenario, "subpass-queries")) {
       VkPhysicalDeviceFeatures have;
       vkGetPhysicalDeviceFeatures(c.d.pd, &have);
       if (!have.pipelineStatisticsQuery) {
          printf("skipped: pipelineStatisticsQuery not supported\n");
          return 77;
       }
-      subpass_query(&c, cmd);
+      subpass_query(&c, cmd, !strcmp(scenario, "subpass-queries"));
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "host")) {
       bind(&c, cmd);
@@ -600,6 +886,27 @@ main(int argc, char **argv)
       vkCmdExecuteCommands(cmd, 1, &sec);
       bind(&c, cmd);
       vkCmdDispatch(cmd, 16, 1, 1);
+   } else if (!strcmp(scenario, "reset-event")) {
+      reset_event(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "query-copy")) {
+      query_copy(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "query-barrier")) {
+      VkPhysicalDeviceFeatures have;
+      vkGetPhysicalDeviceFeatures(c.d.pd, &have);
+      if (!have.pipelineStatisticsQuery) {
+         printf("skipped: pipelineStatisticsQuery not supported\n");
+         return 77;
+      }
+      query_barrier(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "timeline-waits")) {
+      timeline_waits(&c, cmd);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "submit-oom")) {
+      submit_oom(&c, cmd, count);
+      cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "empty")) {
       /* nothing */
    } else {
