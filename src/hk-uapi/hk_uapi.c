@@ -276,6 +276,24 @@ dispatch(VkCommandBuffer cmd, const struct compute_env *e)
    vkCmdDispatch(cmd, 1, 1, 1);
 }
 
+/* Submits a command buffer of one dispatch that signals `done`. */
+static void
+submit_dispatch(struct compute_env *e, VkSemaphore done)
+{
+   VkCommandBuffer cmd = mf_begin(&e->d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                  VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+   dispatch(cmd, e);
+   MF_CHECK(vkEndCommandBuffer(cmd));
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &cmd,
+      .signalSemaphoreCount = 1,
+      .pSignalSemaphores = &done,
+   };
+   MF_CHECK(vkQueueSubmit(e->d.queue, 1, &si, VK_NULL_HANDLE));
+}
+
 static int
 check_semaphores(VkPhysicalDevice pd)
 {
@@ -292,11 +310,6 @@ check_semaphores(VkPhysicalDevice pd)
    VkFence fence;
    MF_CHECK(vkCreateFence(d.dev, &fci, NULL, &fence));
 
-   VkCommandBuffer a = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
-   dispatch(a, &e);
-   MF_CHECK(vkEndCommandBuffer(a));
-
    VkCommandBuffer b = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                 VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
    for (unsigned i = 0; i < 3; ++i) {
@@ -309,14 +322,7 @@ check_semaphores(VkPhysicalDevice pd)
    }
    MF_CHECK(vkEndCommandBuffer(b));
 
-   VkSubmitInfo first = {
-      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-      .commandBufferCount = 1,
-      .pCommandBuffers = &a,
-      .signalSemaphoreCount = 1,
-      .pSignalSemaphores = &first_done,
-   };
-   MF_CHECK(vkQueueSubmit(d.queue, 1, &first, VK_NULL_HANDLE));
+   submit_dispatch(&e, first_done);
 
    VkPipelineStageFlags stage = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
    VkSubmitInfo second = {
@@ -356,18 +362,7 @@ check_empty_submit(VkPhysicalDevice pd)
    VkFence fence;
    MF_CHECK(vkCreateFence(d.dev, &fci, NULL, &fence));
 
-   VkCommandBuffer a = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
-   dispatch(a, &e);
-   MF_CHECK(vkEndCommandBuffer(a));
-   VkSubmitInfo first = {
-      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-      .commandBufferCount = 1,
-      .pCommandBuffers = &a,
-      .signalSemaphoreCount = 1,
-      .pSignalSemaphores = &done,
-   };
-   MF_CHECK(vkQueueSubmit(d.queue, 1, &first, VK_NULL_HANDLE));
+   submit_dispatch(&e, done);
 
    /* No command buffer: the driver passes the wait on to the fence
     * without a SUBMIT.
