@@ -86,6 +86,12 @@ void mf_device_create_chain(struct mf_device *d, VkPhysicalDevice pd,
                             uint32_t family,
                             const VkPhysicalDeviceFeatures *features,
                             const void *pnext);
+/* The same with device extensions enabled. */
+void mf_device_create_ext(struct mf_device *d, VkPhysicalDevice pd,
+                          uint32_t family,
+                          const VkPhysicalDeviceFeatures *features,
+                          const void *pnext, const char *const *extensions,
+                          uint32_t extension_count);
 void mf_device_destroy(struct mf_device *d);
 
 /* The first physical device, or exits with "no Vulkan device". The Khronos

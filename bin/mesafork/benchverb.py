@@ -5,14 +5,14 @@ run, with the upstream column where there is one. Not a test."""
 
 import os
 
-from . import bench, benchmem, benchsync
+from . import bench, benchmem, benchshaders, benchsync
 from .config import parse_arches
 from .install import icd_json
 from .proc import die
 
 
 def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None,
-               arch=None, ubatch=None, fa=None):
+               arch=None, ubatch=None, fa=None, models=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     if not 0 < tokens[0] < tokens[1] <= 4096:
         die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
@@ -20,8 +20,10 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
     # This machine's build always runs: it is the reference the other
     # architectures' figures are printed next to.
     arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
-    if len(arches) > 1 and driver not in ("hk", "panvk", "memory"):
-        die("bench %s: --arch is for hk, panvk and memory" % driver)
+    if len(arches) > 1 and driver not in ("hk", "panvk", "memory", "shaders"):
+        die("bench %s: --arch is for hk, panvk, memory and shaders" % driver)
+    if models and driver != "shaders":
+        die("bench %s: --models is for shaders" % driver)
     for a in arches[1:]:
         other = fork.for_arch(a)
         if not os.path.exists(icd_json(other.default_prefix, "asahi")):
@@ -38,6 +40,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
         benchsync.bench_anv(fork.work, prefix, fork.conf)
     elif driver == "memory":
         benchmem.bench_memory(fork, prefix, arches)
+    elif driver == "shaders":
+        benchshaders.bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch)
     elif driver == "hk":
         bench.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
     else:

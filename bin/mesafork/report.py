@@ -210,6 +210,7 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
             block(so + se) + [""]
         if drv == "asahi":
             md += barrier_probe_section(prefix, env)
+        md += fastpath_section(prefix, drv, env, fork.conf)
         md += memory_section(prefix, drv, env, fork.conf)
         md += llama_section(drv, env, tools, model, ratios, fork.conf)
     md += ["## Fork/stock ratios", ""]
@@ -227,6 +228,61 @@ def report(fork, output=None, prefix=None, model=None, llama_bin=None, dry=False
 
 
 MEMORY_LINE = re.compile(r"^memory: .*$", re.M)
+
+
+# The fast paths a driver has knobs for: what llama.cpp's device line shows
+# and what the probe computes, with the knobs at the fork's defaults and off.
+FASTPATH_KNOBS = {"panfrost": ("PANVK_SHADER_FLOAT16", "PANVK_INTEGER_DOT_PRODUCT"),
+                  "asahi": ("HK_REQUIRED_SUBGROUP_SIZE",)}
+
+
+def fastpath_section(prefix, drv, env, conf):
+    """mesa-fork-fastpath-probe --compute, fork vs its fast-path knobs off:
+    which paths llama.cpp takes (ggml-vulkan's fp16 and int dot) and
+    whether the GPU's fp16 and integer dot product results match the CPU's."""
+    knobs = FASTPATH_KNOBS.get(drv)
+    if not knobs:
+        return []
+    md = ["### mesa-fork-fastpath-probe --compute: llama.cpp's fast paths, fork vs %s"
+          % " ".join("%s=0" % k for k in knobs), "",
+          "| | ggml fp16 | ggml int dot | fp16 on the GPU | int dot on the GPU | "
+          "required subgroup size | exit |", "|---|---|---|---|---|---|---|"]
+    outputs = []
+    for label, extra in (("fork", {}), ("knobs off", dict.fromkeys(knobs, "0"))):
+        rc, so, se = sh([os.path.join(prefix, "bin", "mesa-fork-fastpath-probe"), "--compute"],
+                        dict(env, **extra))
+        outputs.append((label, so + se))
+        dev, checks = {}, {}
+        for line in so.splitlines():
+            if line.startswith("{"):
+                try:
+                    j = json.loads(line)
+                except ValueError:
+                    continue
+                if "device" in j:
+                    dev = j
+                elif "check" in j:
+                    checks[j["check"]] = j
+
+        def result(name):
+            c = checks.get(name)
+            if not c:
+                return "?"
+            if not c.get("ran"):
+                return "not run (%s)" % c.get("why", "")
+            if "wrong" in c:
+                return "%d of %d words wrong" % (c["wrong"], c["compared"])
+            return "%s, %d validation message(s)" % (c.get("result"),
+                                                    c.get("validation_messages", 0))
+
+        g = dev.get("ggml", {})
+        md.append("| %s | %s | %s | %s | %s | %s | %d |" % (
+            label, g.get("fp16", "?"), g.get("int_dot", "?"), result("fp16"), result("int_dot"),
+            result("required_subgroup_size"), rc))
+    md.append("")
+    for label, text in outputs:
+        md += ["%s:" % label, ""] + block(text, 12) + [""]
+    return md
 
 
 def memory_section(prefix, drv, env, conf):

@@ -216,6 +216,15 @@ mf_device_create_chain(struct mf_device *d, VkPhysicalDevice pd,
                        const VkPhysicalDeviceFeatures *features,
                        const void *pnext)
 {
+   mf_device_create_ext(d, pd, family, features, pnext, NULL, 0);
+}
+
+void
+mf_device_create_ext(struct mf_device *d, VkPhysicalDevice pd, uint32_t family,
+                     const VkPhysicalDeviceFeatures *features,
+                     const void *pnext, const char *const *extensions,
+                     uint32_t extension_count)
+{
    float prio = 1.0f;
    VkDeviceQueueCreateInfo qci = {
       .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -228,6 +237,8 @@ mf_device_create_chain(struct mf_device *d, VkPhysicalDevice pd,
       .pNext = pnext,
       .queueCreateInfoCount = 1,
       .pQueueCreateInfos = &qci,
+      .enabledExtensionCount = extension_count,
+      .ppEnabledExtensionNames = extensions,
       .pEnabledFeatures = features,
    };
    memset(d, 0, sizeof(*d));

@@ -1,0 +1,271 @@
+# SPDX-License-Identifier: MIT
+"""`mesa-fork bench shaders`: what the compilers make of llama.cpp's
+shaders, stock vs fork vs Debian sid's Mesa (the yardstick), in one run.
+
+Debian sid's llama.cpp runs llama-bench on the fork's drm-shims (nothing
+executes) for small random models, dense and MoE, in F16, Q4_0, Q4_K_M
+and Q8_0, at ubatch 64 and 512 (prompt processing) and 1 (token
+generation). ggml-vulkan compiles each pipeline on first use and, with
+GGML_VK_PIPELINE_STATS, prints the driver's statistics of it
+(VK_KHR_pipeline_executable_properties) under the pipeline's name: the
+rows below are matched by that name, which is the same SPIR-V on each
+side where ggml-vulkan's device lines agree. The compilers' shader-db
+lines (BIFROST_MESA_DEBUG / AGX_MESA_DEBUG=shaderdb) are counted too, with
+the shader cache off. Not a test: it prints figures and ratios."""
+
+import os
+import re
+
+from . import upstream
+from .bench import chroot_shim_env
+from .config import stock_knobs
+from .proc import die, make_dirs, step
+
+# Random-weight models written by llama.cpp's test-llama-archs with a fixed
+# seed (the same tensors on every run and machine), then quantized by
+# llama-quantize: (name, architecture regex, file test-llama-archs writes).
+BASES = (("dense", "^qwen3$", "qwen3-dense.gguf"), ("moe", "^qwen3moe$", "qwen3moe-moe.gguf"))
+TYPES = ("F16", "Q4_0", "Q4_K_M", "Q8_0")
+MODELS = ["%s-%s" % (b[0], t.lower()) for b in BASES for t in TYPES]
+SEED = "20261204"
+UBATCHES = (1, 64, 512)
+
+# Substring of the pipeline names whose statistics ggml-vulkan prints (it
+# needs a non-empty one): every name of ggml's pipelines has an underscore
+# but a few element-wise ones; the shader-db count shows what it missed.
+STATS_FILTER = "_"
+DEBUG_ENV = {"panfrost": "BIFROST_MESA_DEBUG", "asahi": "AGX_MESA_DEBUG"}
+
+DEVICE_RE = re.compile(r"^ggml_vulkan: 0 = (.*)$", re.M)
+HEADER_RE = re.compile(r"^ggml_vulkan: pipeline stats for (\S+):$")
+STAT_RE = re.compile(r"^ggml_vulkan:   (.+?): (\S+)$")
+SHADERDB_RE = re.compile(r"SHADER-DB: .*")
+
+# The statistic names each driver reports (25.0.7 + the fork, and upstream),
+# under one name each.
+NAMES = {
+    "Instructions": "instrs", "Instruction Count": "instrs",
+    "Cycles": "cycles",
+    "Register Count": "regs", "Registers used": "regs", "Number of GPRs": "regs",
+    "GPRs": "regs",
+    "Threads": "threads", "Spills": "spills", "Fills": "fills",
+    "Code Size": "code", "Code size": "code",
+}
+FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code")
+
+
+def model_files(root, work, names):
+    """The GGUF of each name in names, made once in .work/models/shaders."""
+    d = os.path.join(work, "models", "shaders")
+    make_dirs(d)
+    paths = {}
+    for base, arch_re, written in BASES:
+        wanted = [n for n in names if n.startswith(base + "-")]
+        if not wanted:
+            continue
+        src = os.path.join(d, written)
+        if not os.path.exists(src):
+            with step("write a random-weight %s model (test-llama-archs -s %s)" % (base, SEED)):
+                r = root.run_in([root.libexec("llama.cpp-tests/test-llama-archs"), "-a", arch_re,
+                                 "-s", SEED, "-o", d], env={"VK_DRIVER_FILES": "/nonexistent"},
+                                capture=True, timeout=1800)
+                if r.returncode != 0 or not os.path.exists(src):
+                    die("bench shaders: test-llama-archs wrote no %s:\n%s"
+                        % (written, (r.stdout + r.stderr)[-2000:]))
+        for n in wanted:
+            qtype = n.split("-", 1)[1].upper()
+            out = os.path.join(d, n + ".gguf")
+            if not os.path.exists(out):
+                with step("llama-quantize %s to %s" % (written, qtype)):
+                    r = root.run_in(["llama-quantize", src, out + ".part", qtype],
+                                    env={"VK_DRIVER_FILES": "/nonexistent"}, capture=True,
+                                    timeout=1800)
+                    if r.returncode != 0:
+                        die("bench shaders: llama-quantize %s failed:\n%s"
+                            % (qtype, (r.stdout + r.stderr)[-2000:]))
+                    os.rename(out + ".part", out)
+            paths[n] = out
+    return paths
+
+
+def parse_run(text):
+    """(device line, {pipeline: {field: value}}, shader-db line count) of
+    one llama-bench run's output."""
+    m = DEVICE_RE.search(text)
+    device = m.group(1).strip() if m else None
+    pipes, current = {}, None
+    for line in text.splitlines():
+        h = HEADER_RE.match(line)
+        if h:
+            current = pipes.setdefault(h.group(1), {})
+            continue
+        s = STAT_RE.match(line)
+        if s and current is not None:
+            field = NAMES.get(s.group(1))
+            if field:
+                try:
+                    current[field] = float(s.group(2))
+                except ValueError:
+                    pass
+            continue
+        current = None
+    return device, pipes, len(SHADERDB_RE.findall(text))
+
+
+class Column:
+    """One driver build on one shim: stock (the fork's build with [stock]'s
+    knobs), fork, or upstream (sid's)."""
+
+    def __init__(self, label, env):
+        self.label, self.env = label, env
+        self.devices, self.pipes, self.shaderdb, self.failed = set(), {}, 0, []
+
+    def run(self, root, model, name, ubatches):
+        pp = [u for u in ubatches if u > 1]
+        args = ["llama-bench", "-m", model, "-r", "1", "-o", "csv"]
+        args += ["-p", str(max(pp)), "-ub", ",".join(map(str, pp)), "-b", str(max(pp))] \
+            if pp else ["-p", "0"]
+        args += ["-n", "4"] if 1 in ubatches else ["-n", "0"]
+        r = root.run_in(args, env=self.env, capture=True, timeout=7200)
+        text = r.stdout + r.stderr
+        device, pipes, shaderdb = parse_run(text)
+        if device:
+            self.devices.add(device)
+        if r.returncode != 0:
+            tail = [l for l in text.splitlines() if l.strip()][-3:]
+            self.failed.append("%s (exit %d: %s)" % (name, r.returncode, " / ".join(tail)))
+        self.shaderdb += shaderdb
+        for p, stats in pipes.items():
+            self.pipes.setdefault(p, stats)
+
+
+def columns(fork, prefix, driver, sid):
+    conf = fork.conf
+    debug = {DEBUG_ENV[driver]: "shaderdb", "GGML_VK_PIPELINE_STATS": STATS_FILTER,
+             "MESA_SHADER_CACHE_DISABLE": "true"}
+    run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **debug, **knobs)
+    cols = [Column("stock", run(**stock_knobs(conf, driver))), Column("fork", run())]
+    if driver == "panfrost" and fork.arch not in conf["upstream"]["panvk_arches"].split():
+        note = "sid builds no panvk for %s" % fork.arch
+    else:
+        cols.append(Column("upstream", sid.shim_env(prefix, conf, driver, **debug)))
+        note = sid.describe()
+    return cols, note
+
+
+def fmt(stats):
+    if not stats:
+        return "-"
+    parts = []
+    if "instrs" in stats:
+        parts.append("%di" % stats["instrs"])
+    if "cycles" in stats:
+        parts.append("%.2fc" % stats["cycles"])
+    if "regs" in stats:
+        parts.append("%dr" % stats["regs"])
+    if "threads" in stats:
+        parts.append("%dt" % stats["threads"])
+    if "spills" in stats or "fills" in stats:
+        parts.append("%d:%d" % (stats.get("spills", 0), stats.get("fills", 0)))
+    if "code" in stats and "instrs" not in stats:
+        parts.append("%dB" % stats["code"])
+    return " ".join(parts)
+
+
+def totals(pipes):
+    t = {"pipelines": len(pipes),
+         "spilling": sum(1 for s in pipes.values() if s.get("spills", 0) or s.get("fills", 0))}
+    for f in FIELDS:
+        vals = [s[f] for s in pipes.values() if f in s]
+        t[f] = sum(vals) if vals else None
+    return t
+
+
+def ratio(cols, a, b, field):
+    """field summed over the pipelines both a and b built, a / b."""
+    ca = next((c for c in cols if c.label == a), None)
+    cb = next((c for c in cols if c.label == b), None)
+    if not ca or not cb:
+        return None
+    common = [p for p in ca.pipes if p in cb.pipes
+              and field in ca.pipes[p] and field in cb.pipes[p]]
+    sa = sum(ca.pipes[p][field] for p in common)
+    sb = sum(cb.pipes[p][field] for p in common)
+    return (len(common), sa, sb, sa / sb if sb else None)
+
+
+def print_driver(arch, driver, cols, note):
+    labels = [c.label for c in cols]
+    print()
+    print("bench shaders: %s, %s shim; upstream: %s" % (arch, driver, note))
+    print("ggml-vulkan's device line:")
+    for c in cols:
+        for d in sorted(c.devices) or ["(none printed)"]:
+            print("  %-9s %s" % (c.label, d))
+    for c in cols:
+        for f in c.failed:
+            print("  %-9s FAILED: %s" % (c.label, f))
+    names = sorted(set().union(*(c.pipes for c in cols)))
+    print("per pipeline: instructions (i), cycle estimate (c), registers (r), threads (t), "
+          "spills:fills; code bytes (B) where that is all the driver reports")
+    width = max([len(n) for n in names] + [8])
+    print("  %-*s  %s" % (width, "pipeline", "  ".join("%-30s" % l for l in labels)))
+    for n in names:
+        print("  %-*s  %s" % (width, n, "  ".join("%-30s" % fmt(c.pipes.get(n)) for c in cols)))
+    print("totals:")
+    rows = [("pipelines", "pipelines", "%d"), ("spilling pipelines", "spilling", "%d"),
+            ("spills", "spills", "%d"), ("fills", "fills", "%d"), ("cycles", "cycles", "%.1f"),
+            ("instructions", "instrs", "%d"), ("registers", "regs", "%d"),
+            ("code bytes", "code", "%d")]
+    tot = {c.label: totals(c.pipes) for c in cols}
+    for title, key, f in rows:
+        vals = [tot[l][key] for l in labels]
+        if all(v is None for v in vals):
+            continue
+        print("  %-20s %s" % (title, " ".join("%12s" % ("-" if v is None else f % v)
+                                               for v in vals)))
+    print("  %-20s %s" % ("shader-db lines", " ".join("%12d" % c.shaderdb for c in cols)))
+    print("ratios over the pipelines both sides built (same name, same SPIR-V where the "
+          "device lines agree):")
+    for a, b in (("fork", "stock"), ("fork", "upstream")):
+        for field in ("cycles", "instrs", "regs", "spills", "fills", "code"):
+            r = ratio(cols, a, b, field)
+            if r and r[0] and r[3] is not None:
+                print("  %s/%s %-7s %.3f (%d pipelines: %g vs %g)"
+                      % (a, b, field, r[3], r[0], r[1], r[2]))
+
+
+def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("panfrost", "asahi")):
+    models = models or MODELS
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        die("bench shaders: unknown model %s (known: %s)" % (", ".join(bad), ", ".join(MODELS)))
+    ubatches = sorted(set(ubatches or UBATCHES))
+    if any(u < 1 or u > 4096 for u in ubatches):
+        die("bench shaders: --ubatch sizes are 1..4096")
+    make_dirs(os.path.join(fork.work, "tmp"))
+    roots = {}
+    for a in arches:
+        roots[a] = upstream.SidRoot(fork.for_arch(a))
+        roots[a].ensure()
+    paths = model_files(roots[fork.arch], fork.work, models)
+    for a in arches:
+        f = fork.for_arch(a)
+        p = prefix if a == fork.arch else f.default_prefix
+        sid = roots[a]
+        for driver in drivers:
+            cols, note = columns(f, p, driver, sid)
+            for c in cols:
+                for m in models:
+                    with step("%s, %s shim, %s: llama-bench %s at ubatch %s"
+                              % (a, driver, c.label, m, ",".join(map(str, ubatches)))):
+                        c.run(sid, paths[m], m, ubatches)
+            print_driver(a, driver, cols, note)
+    llama = roots[fork.arch].package_version("llama.cpp-tools")
+    print()
+    print("llama.cpp: Debian sid's llama.cpp-tools %s under qemu-user; models: %s (random "
+          "weights, test-llama-archs -s %s, llama-quantize); ubatch %s. Statistics are the "
+          "drivers' own (VK_KHR_pipeline_executable_properties, executable 0), printed by "
+          "ggml-vulkan at compile time; cycles are each compiler's estimate, not a "
+          "measurement. Nothing executes on a shim."
+          % (llama or "?", ", ".join(models), SEED, ",".join(map(str, ubatches))))

@@ -1,0 +1,311 @@
+# SPDX-License-Identifier: MIT
+"""llama.cpp's fast paths on the fork (docs/changes/fast-paths.md): panvk's
+shaderFloat16 and VK_KHR_shader_integer_dot_product, the float-controls
+and dot-product properties it claims, and Honeykrisp's required subgroup
+size, each behind a knob that restores stock.
+
+What llama.cpp sees is read from llama.cpp itself: Debian sid's
+ggml-vulkan (from the root `test` makes, .work/chroot/sid-ARCH, under
+qemu-user) prints a line per device, "fp16: N | ... | int dot: N", on the
+fork's panvk over the panthor shim. What the driver claims is read with
+mesa-fork-fastpath-probe, which also compiles its fp16 and dot-product
+pipelines; on the assertion build of panvk (.work/build/mesa-checks) a
+compiler assertion would abort it. Nothing executes on a shim, so the
+probe's GPU results are not compared here: its comparison is checked by
+--self-test, and users with the hardware run it through `report`."""
+
+import json
+import os
+import re
+import unittest
+
+import forklib
+from forklib import checks_env, run
+from mesafork import benchshaders, upstream
+
+PANVK_KNOBS = ("PANVK_SHADER_FLOAT16", "PANVK_INTEGER_DOT_PRODUCT")
+HK_KNOB = "HK_REQUIRED_SUBGROUP_SIZE"
+
+DEVICE_LINE = re.compile(r"^ggml_vulkan: 0 = (.*)$", re.M)
+
+
+def probe(t, driver, *args, **env):
+    """mesa-fork-fastpath-probe of target t on driver's shim: (device JSON,
+    {check: JSON}, process)."""
+    r = t.run([t.bin_path("mesa-fork-fastpath-probe")] + list(args),
+              env=t.shim_env(driver, **env), timeout=600)
+    lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+    if not lines or "device" not in lines[0]:
+        raise AssertionError("fastpath-probe exited %d:\n%s\n%s"
+                             % (r.returncode, r.stdout, r.stderr[-3000:]))
+    return lines[0], {l["check"]: l for l in lines[1:]}, r
+
+
+def sid_root(t):
+    """The root of sid's packages (llama.cpp among them) that `test` made
+    for t's architecture."""
+    root = upstream.SidRoot(t.fork)
+    if not os.path.exists(os.path.join(root.root, "usr", "bin", "llama-bench")):
+        raise AssertionError("no llama.cpp in %s: 'bin/mesa-fork test' makes it before the "
+                             "tests" % root.root)
+    return root
+
+
+def ggml_device_line(t, **env):
+    """The line sid's ggml-vulkan prints for the fork's panvk on the
+    panthor shim, as a dict of its fields."""
+    root = sid_root(t)
+    e = t.shim_env("panfrost", **env)
+    e["GGML_VK_VISIBLE_DEVICES"] = "0"
+    r = root.run_in(["llama-bench", "--list-devices"], env=e, capture=True,
+                    timeout=600 * (4 if t.cross else 1))
+    m = DEVICE_LINE.search(r.stderr + r.stdout)
+    if not m:
+        raise AssertionError("no ggml_vulkan device line (exit %d):\n%s" % (
+            r.returncode, (r.stderr + r.stdout)[-3000:]))
+    fields = {}
+    for part in m.group(1).split("|"):
+        if ":" in part:
+            k, v = part.split(":", 1)
+            fields[k.strip()] = v.strip()
+    fields["name"] = m.group(1).split("|")[0].strip()
+    return fields, r
+
+
+class FastPaths:
+    """One architecture's build; the subclasses below name it."""
+    ARCH = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t = forklib.target(cls.ARCH)
+
+    # -- panvk: what llama.cpp sees --------------------------------------
+
+    def test_panvk_gives_llama_cpp_fp16_and_int_dot(self):
+        """The fork's panvk: "fp16: 1" and "int dot: 1" (25.0.7 gave 0 and
+        0), on the fork's own driver (driverInfo), and the probe predicts
+        the same line."""
+        line, _ = ggml_device_line(self.t)
+        self.assertIn("panvk", line["name"])
+        self.assertEqual((line["fp16"], line["int dot"]), ("1", "1"), line)
+        dev, _, _ = probe(self.t, "panfrost")
+        self.assertIn(forklib.fork_tag(), dev["info"])
+        self.assertEqual(dev["ggml"], {"fp16": 1, "int_dot": 1})
+
+    def test_panvk_knobs_restore_stock_each_alone(self):
+        """Each knob at 0 turns its own path off and leaves the other on;
+        both at 0 give 25.0.7's line. The probe agrees each time."""
+        cases = [({}, ("1", "1")),
+                 ({"PANVK_SHADER_FLOAT16": "0"}, ("0", "1")),
+                 ({"PANVK_INTEGER_DOT_PRODUCT": "0"}, ("1", "0")),
+                 (dict.fromkeys(PANVK_KNOBS, "0"), ("0", "0"))]
+        for env, want in cases:
+            with self.subTest(env=env):
+                line, _ = ggml_device_line(self.t, **env)
+                self.assertEqual((line["fp16"], line["int dot"]), want, line)
+                dev, _, _ = probe(self.t, "panfrost", **env)
+                self.assertEqual((str(dev["ggml"]["fp16"]), str(dev["ggml"]["int_dot"])), want)
+
+    def test_panvk_malformed_knob_warns_once_and_is_stock(self):
+        for knob in PANVK_KNOBS:
+            with self.subTest(knob=knob):
+                dev, _, r = probe(self.t, "panfrost", **{knob: "maybe"})
+                warnings = [l for l in r.stderr.splitlines() if knob in l]
+                self.assertEqual(len(warnings), 1, r.stderr)
+                if knob == "PANVK_SHADER_FLOAT16":
+                    self.assertFalse(dev["features"]["shaderFloat16"])
+                    self.assertEqual(dev["ggml"]["fp16"], 0)
+                else:
+                    self.assertFalse(dev["extensions"]["VK_KHR_shader_integer_dot_product"])
+                    self.assertEqual(dev["ggml"]["int_dot"], 0)
+
+    # -- panvk: what it claims --------------------------------------------
+
+    def test_panvk_claims_acceleration_only_where_idp_is_used(self):
+        """Accelerated: the packed 4x8-bit forms, plain and saturating
+        accumulate, which one IDP does. Not: mixed signedness (lowered),
+        the unpacked 8-bit vectors (packed first), 16 and 32 bits. With
+        the knob off nothing is claimed, and there is no extension."""
+        dev, _, _ = probe(self.t, "panfrost")
+        acc = dev["integer_dot_accelerated"]
+        yes = ["4x8_packed_signed", "4x8_packed_unsigned",
+               "sat_4x8_packed_signed", "sat_4x8_packed_unsigned"]
+        self.assertTrue(dev["extensions"]["VK_KHR_shader_integer_dot_product"])
+        self.assertTrue(dev["features"]["shaderIntegerDotProduct"])
+        self.assertEqual(sorted(k for k, v in acc.items() if v), sorted(yes))
+        off, _, _ = probe(self.t, "panfrost", PANVK_INTEGER_DOT_PRODUCT="0")
+        self.assertFalse(off["extensions"]["VK_KHR_shader_integer_dot_product"])
+        self.assertFalse(off["features"]["shaderIntegerDotProduct"])
+        self.assertEqual([k for k, v in off["integer_dot_accelerated"].items() if v], [])
+
+    def test_panvk_float_controls_are_what_valhall_honours(self):
+        """One flush-to-zero mode per shader (no fp16-flush with
+        fp32-preserve): denorm independence NONE. The compiler rounds
+        arithmetic to nearest even whatever RoundingModeRTZ says: no RTZ.
+        The same with the knobs off."""
+        for env in ({}, dict.fromkeys(PANVK_KNOBS, "0")):
+            with self.subTest(env=env):
+                dev, _, _ = probe(self.t, "panfrost", **env)
+                fc = dev["float_controls"]
+                self.assertEqual(fc["denorm_independence"], "none")
+                self.assertEqual((fc["rtz16"], fc["rtz32"]), (False, False))
+                self.assertEqual((fc["rte16"], fc["rte32"]), (True, True))
+                self.assertTrue(fc["denorm_ftz16"] and fc["denorm_ftz32"]
+                                and fc["denorm_preserve16"] and fc["denorm_preserve32"])
+
+    def test_panvk_compiles_the_fast_path_pipelines(self):
+        """The probe's fp16 (multiply-add, vec2, ldexp, 2x16 pack) and
+        dot-product pipelines compile on the installed panvk into what
+        the claims rest on: each of SDot, UDot, SDotAccSat and UDotAccSat
+        is one IDP of its signedness (saturating for the last two), the
+        fp16 ldexp is done in fp32, and the fp16 arithmetic is 16-bit.
+        With the knobs off the probe does not try them."""
+        _, checks, r = probe(self.t, "panfrost", "--compute", BIFROST_MESA_DEBUG="shaders")
+        self.assertTrue(checks["fp16"]["ran"], r.stdout + r.stderr[-2000:])
+        self.assertTrue(checks["int_dot"]["ran"], r.stdout + r.stderr[-2000:])
+        # The disassembly (the IR printed before it has "rN = IDP...").
+        idp = [(v, ".saturate" in mods) for v, mods in
+               re.findall(r"^\s*IDP\.(v4[su]8)((?:\.\w+)*) r\d+,", r.stdout, re.M)]
+        self.assertEqual(sorted(idp), [("v4s8", False), ("v4s8", True),
+                                       ("v4u8", False), ("v4u8", True)], r.stdout)
+        self.assertIn("LDEXP.f32", r.stdout)
+        self.assertNotIn("LDEXP.v2f16", r.stdout)
+        self.assertRegex(r.stdout, r"\bF(MA|ADD)\.(v2f16|f16)\b")
+        _, off, _ = probe(self.t, "panfrost", "--compute", **dict.fromkeys(PANVK_KNOBS, "0"))
+        self.assertFalse(off["fp16"]["ran"])
+        self.assertFalse(off["int_dot"]["ran"])
+
+    def test_panvk_reports_the_shader_db_figures(self):
+        """The pipeline executable statistics panvk reports are the figures
+        of the compiler's shader-db line for the same compile: for every
+        pipeline sid's llama.cpp builds for a Q4_0 model (ggml-vulkan
+        prints the statistics right after creating the pipeline, the
+        compiler prints its line while creating it)."""
+        root = sid_root(self.t)
+        model = benchshaders.model_files(root, forklib.WORK, ["dense-q4_0"])["dense-q4_0"]
+        env = self.t.shim_env("panfrost", BIFROST_MESA_DEBUG="shaderdb",
+                              GGML_VK_PIPELINE_STATS=benchshaders.STATS_FILTER,
+                              MESA_SHADER_CACHE_DISABLE="true")
+        r = root.run_in(["llama-bench", "-m", model, "-r", "1", "-p", "64", "-ub", "64",
+                         "-n", "1", "-o", "csv"], env=env, capture=True,
+                        timeout=1800 * (4 if self.t.cross else 1))
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        shaderdb, pairs, current = None, [], None
+        for line in r.stderr.splitlines():
+            m = re.search(r"SHADER-DB: MESA_SHADER_COMPUTE shader: (\d+) inst, ([\d.]+) cycles,"
+                          r".* (\d+) threads, (\d+) loops, (\d+):(\d+) spills:fills", line)
+            if m:
+                shaderdb = m.groups()
+                continue
+            h = benchshaders.HEADER_RE.match(line)
+            if h:
+                current = {}
+                pairs.append((h.group(1), shaderdb, current))
+                shaderdb = None
+                continue
+            st = benchshaders.STAT_RE.match(line)
+            if st and current is not None:
+                current[st.group(1)] = st.group(2)
+        self.assertGreater(len(pairs), 5, r.stderr[-3000:])
+        for name, db, stats in pairs:
+            with self.subTest(pipeline=name):
+                self.assertIsNotNone(db, "no shader-db line before %s" % name)
+                instrs, cycles, threads, loops, spills, fills = db
+                self.assertEqual(stats["Instructions"], instrs)
+                self.assertEqual(stats["Threads"], threads)
+                self.assertEqual(stats["Loops"], loops)
+                self.assertEqual((stats["Spills"], stats["Fills"]), (spills, fills))
+                self.assertAlmostEqual(float(stats["Cycles"]), float(cycles), places=3)
+                regs = int(stats["Register Count"])
+                self.assertTrue(0 < regs <= 64, regs)
+                self.assertEqual(threads, "2" if regs <= 32 else "1")
+
+    def test_probe_self_test(self):
+        r = self.t.run([self.t.bin_path("mesa-fork-fastpath-probe"), "--self-test"])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("self-test: ok", r.stdout)
+
+    # -- Honeykrisp: required subgroup size ---------------------------------
+
+    def test_hk_lets_compute_pipelines_require_the_subgroup_size(self):
+        """hk's subgroup is 32 wide (min = max): the compute stage is
+        listed in requiredSubgroupSizeStages, and a pipeline requiring 32
+        is created with the validation layer silent."""
+        dev, checks, r = probe(self.t, "asahi", "--compute", "--validate")
+        self.assertEqual((dev["subgroup"]["min"], dev["subgroup"]["max"]), (32, 32))
+        self.assertTrue(dev["subgroup"]["required_stages_compute"])
+        c = checks["required_subgroup_size"]
+        self.assertEqual((c["size"], c["result"], c["validation_messages"]),
+                         (32, "VK_SUCCESS", 0), r.stdout + r.stderr[-2000:])
+
+    def test_hk_knob_off_is_stock_and_the_layer_refuses_a_required_size(self):
+        """HK_REQUIRED_SUBGROUP_SIZE=0: no stage listed, as 25.0.7, and the
+        validation layer reports the same pipeline; a malformed value
+        warns once and is stock."""
+        for value, warnings in (("0", 0), ("maybe", 1)):
+            with self.subTest(value=value):
+                dev, checks, r = probe(self.t, "asahi", "--compute", "--validate",
+                                       **{HK_KNOB: value})
+                self.assertFalse(dev["subgroup"]["required_stages_compute"])
+                self.assertGreaterEqual(checks["required_subgroup_size"]["validation_messages"],
+                                        1, r.stdout)
+                self.assertEqual(len([l for l in r.stderr.splitlines() if HK_KNOB in l]),
+                                 warnings, r.stderr)
+
+
+class FastPathsAmd64(FastPaths, unittest.TestCase):
+    ARCH = "amd64"
+
+
+class FastPathsArm64(FastPaths, unittest.TestCase):
+    ARCH = "arm64"
+
+
+class AssertionBuild(unittest.TestCase):
+    """The fast-path pipelines on panvk built with assertions
+    (.work/build/mesa-checks): the compiler's asserts run."""
+
+    # The dense model in each type bench shaders uses; prompt processing
+    # at ubatch 64 and 512, and token generation (ubatch 1).
+    MODELS = ("dense-f16", "dense-q4_0", "dense-q4_k_m", "dense-q8_0")
+
+    def test_llama_cpp_pipelines_compile_with_assertions(self):
+        """Every pipeline sid's llama.cpp builds for the dense model in
+        each type compiles on the assertion build with the fast paths on,
+        and llama.cpp takes them: f16-accumulator matmuls for F16 weights,
+        q8_1 (integer dot) matmuls and mat-vecs for the quantized types."""
+        t = forklib.HOST
+        root = sid_root(t)
+        paths = benchshaders.model_files(root, forklib.WORK, list(self.MODELS))
+        env = checks_env(GGML_VK_PIPELINE_STATS=benchshaders.STATS_FILTER,
+                         MESA_SHADER_CACHE_DISABLE="true")
+        for name in self.MODELS:
+            with self.subTest(model=name):
+                r = root.run_in(["llama-bench", "-m", paths[name], "-r", "1", "-p", "512",
+                                 "-ub", "64,512", "-b", "512", "-n", "4", "-o", "csv"],
+                                env=env, capture=True, timeout=3600)
+                text = r.stdout + r.stderr
+                device, pipes, _ = benchshaders.parse_run(text)
+                self.assertEqual(r.returncode, 0, text[-3000:])
+                self.assertNotIn("Assertion", text)
+                self.assertIn("fp16: 1", device or "")
+                self.assertIn("int dot: 1", device or "")
+                if name == "dense-f16":
+                    self.assertTrue(any("f16acc" in p for p in pipes), sorted(pipes))
+                else:
+                    self.assertTrue(any("q8_1" in p for p in pipes), sorted(pipes))
+
+    def test_probe_pipelines_compile_with_assertions(self):
+        env = checks_env()
+        r = run([forklib.bin_path("mesa-fork-fastpath-probe"), "--compute"], env=env,
+                timeout=600)
+        checks = {l["check"]: l for l in map(json.loads, (x for x in r.stdout.splitlines()
+                                                          if x.startswith('{"check"')))}
+        self.assertNotIn("Assertion", r.stderr)
+        self.assertTrue(checks.get("fp16", {}).get("ran"), r.stdout + r.stderr[-3000:])
+        self.assertTrue(checks.get("int_dot", {}).get("ran"), r.stdout + r.stderr[-3000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
