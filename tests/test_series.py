@@ -21,7 +21,8 @@ from mesafork import build, config, sources
 PATCHES = sorted(glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")))
 COMPONENTS = ("hk", "asahi", "asahi/drm-shim", "panvk", "panfrost", "panfrost/drm-shim", "util",
               "drm-shim",
-              "anv", "intel", "intel/drm-shim", "meson", "docs", "vulkan", "hk, panvk, anv")
+              "anv", "intel", "intel/drm-shim", "meson", "docs", "vulkan", "hk, panvk, anv",
+              "pan/va", "pan/bi")
 
 
 class Series(unittest.TestCase):

@@ -90,14 +90,17 @@ def model_files(root, work, names):
 
 def parse_run(text):
     """(device line, {pipeline: {field: value}}, shader-db line count) of
-    one llama-bench run's output."""
+    one llama-bench run's output. ggml-vulkan gives some pipelines of
+    different SPIR-V one name (the dequantizing matmuls of every type are
+    matmul_quant_*): the second compile of a name in one run is NAME#2."""
     m = DEVICE_RE.search(text)
     device = m.group(1).strip() if m else None
-    pipes, current = {}, None
+    pipes, current, seen = {}, None, {}
     for line in text.splitlines():
         h = HEADER_RE.match(line)
         if h:
-            current = pipes.setdefault(h.group(1), {})
+            n = seen[h.group(1)] = seen.get(h.group(1), 0) + 1
+            current = pipes.setdefault(h.group(1) + ("#%d" % n if n > 1 else ""), {})
             continue
         s = STAT_RE.match(line)
         if s and current is not None:
@@ -135,8 +138,10 @@ class Column:
             tail = [l for l in text.splitlines() if l.strip()][-3:]
             self.failed.append("%s (exit %d: %s)" % (name, r.returncode, " / ".join(tail)))
         self.shaderdb += shaderdb
+        # A row per model and pipeline: the same name can be another
+        # SPIR-V for another model (another quantization type).
         for p, stats in pipes.items():
-            self.pipes.setdefault(p, stats)
+            self.pipes["%s %s" % (name, p)] = stats
 
 
 def columns(fork, prefix, driver, sid):
@@ -206,14 +211,19 @@ def print_driver(arch, driver, cols, note):
         for f in c.failed:
             print("  %-9s FAILED: %s" % (c.label, f))
     names = sorted(set().union(*(c.pipes for c in cols)))
-    print("per pipeline: instructions (i), cycle estimate (c), registers (r), threads (t), "
-          "spills:fills; code bytes (B) where that is all the driver reports")
+    distinct = {c.label: len({tuple(sorted(s.items())) + (k.split(" ", 1)[1].split("#")[0],)
+                              for k, s in c.pipes.items()}) for c in cols}
+    print("per model and pipeline (in the order ggml-vulkan compiled them; NAME#2 is the "
+          "second pipeline of that name in the run): instructions (i), cycle estimate (c), "
+          "registers (r), threads (t), spills:fills; code bytes (B) where that is all the "
+          "driver reports")
     width = max([len(n) for n in names] + [8])
     print("  %-*s  %s" % (width, "pipeline", "  ".join("%-30s" % l for l in labels)))
     for n in names:
         print("  %-*s  %s" % (width, n, "  ".join("%-30s" % fmt(c.pipes.get(n)) for c in cols)))
     print("totals:")
-    rows = [("pipelines", "pipelines", "%d"), ("spilling pipelines", "spilling", "%d"),
+    print("  %-20s %s" % ("distinct pipelines", " ".join("%12d" % distinct[l] for l in labels)))
+    rows = [("model x pipeline", "pipelines", "%d"), ("spilling", "spilling", "%d"),
             ("spills", "spills", "%d"), ("fills", "fills", "%d"), ("cycles", "cycles", "%.1f"),
             ("instructions", "instrs", "%d"), ("registers", "regs", "%d"),
             ("code bytes", "code", "%d")]
@@ -224,9 +234,10 @@ def print_driver(arch, driver, cols, note):
             continue
         print("  %-20s %s" % (title, " ".join("%12s" % ("-" if v is None else f % v)
                                                for v in vals)))
-    print("  %-20s %s" % ("shader-db lines", " ".join("%12d" % c.shaderdb for c in cols)))
-    print("ratios over the pipelines both sides built (same name, same SPIR-V where the "
-          "device lines agree):")
+    # Every run compiles its pipelines anew (the shader cache is off).
+    print("  %-20s %s" % ("compiles, all runs", " ".join("%12d" % c.shaderdb for c in cols)))
+    print("ratios over the rows both sides built (same model, same pipeline name: the same "
+          "SPIR-V where the device lines agree):")
     for a, b in (("fork", "stock"), ("fork", "upstream")):
         for field in ("cycles", "instrs", "regs", "spills", "fills", "code"):
             r = ratio(cols, a, b, field)
