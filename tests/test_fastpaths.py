@@ -254,6 +254,50 @@ class FastPaths:
                                  warnings, r.stderr)
 
 
+class BenchShadersParsing(unittest.TestCase):
+    """What `bench shaders` reads of a llama-bench run: ggml-vulkan's
+    device line and the statistics it prints after each compile, under
+    each driver's statistic names, a second pipeline of one name kept
+    apart (ggml names the dequantizing matmuls of every type alike)."""
+
+    RUN = "\n".join([
+        "ggml_vulkan: 0 = Mali-G610 (panvk) | uma: 1 | fp16: 1 | int dot: 1",
+        "SHADER-DB: MESA_SHADER_COMPUTE shader: 10 inst, 2.000000 cycles",
+        "ggml_vulkan: pipeline stats for matmul_quant_f32_aligned_1:",
+        "ggml_vulkan:   Instructions: 10",
+        "ggml_vulkan:   Cycles: 2.5",
+        "ggml_vulkan:   Register Count: 64",
+        "ggml_vulkan:   Spills: 3",
+        "ggml_vulkan:   Fills: 7",
+        "llama_context: something else: 5",
+        "ggml_vulkan:   Spills: 99",
+        "SHADER-DB: MESA_SHADER_COMPUTE shader: 12 inst",
+        "ggml_vulkan: pipeline stats for matmul_quant_f32_aligned_1:",
+        "ggml_vulkan:   Instructions: 12",
+        "ggml_vulkan:   Registers used: 32",
+        "ggml_vulkan: pipeline stats for add_f32:",
+        "ggml_vulkan:   Number of GPRs: 20",
+        "ggml_vulkan:   Code Size: 1024",
+        "ggml_vulkan:   Unknown Thing: 4",
+    ])
+
+    def test_parse_run(self):
+        device, pipes, shaderdb = benchshaders.parse_run(self.RUN)
+        self.assertEqual(device, "Mali-G610 (panvk) | uma: 1 | fp16: 1 | int dot: 1")
+        self.assertEqual(shaderdb, 2)
+        self.assertEqual(pipes["matmul_quant_f32_aligned_1"],
+                         {"instrs": 10, "cycles": 2.5, "regs": 64, "spills": 3, "fills": 7})
+        self.assertEqual(pipes["matmul_quant_f32_aligned_1#2"], {"instrs": 12, "regs": 32})
+        self.assertEqual(pipes["add_f32"], {"regs": 20, "code": 1024})
+
+    def test_ratio_is_over_the_rows_both_built(self):
+        a, b = benchshaders.Column("fork", {}), benchshaders.Column("stock", {})
+        a.pipes = {"m x": {"cycles": 2.0}, "m y": {"cycles": 8.0}}
+        b.pipes = {"m x": {"cycles": 4.0}, "m z": {"cycles": 1.0}}
+        self.assertEqual(benchshaders.ratio([a, b], "fork", "stock", "cycles"),
+                         (1, 2.0, 4.0, 0.5))
+
+
 class FastPathsAmd64(FastPaths, unittest.TestCase):
     ARCH = "amd64"
 
