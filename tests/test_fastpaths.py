@@ -308,7 +308,8 @@ class FastPathsArm64(FastPaths, unittest.TestCase):
 
 class AssertionBuild(unittest.TestCase):
     """The fast-path pipelines on panvk built with assertions
-    (.work/build/mesa-checks): the compiler's asserts run."""
+    (.work/build/mesa-checks): the compiler's asserts run, and its check of
+    every register allocation and spill (bi_validate_ra, issue 38)."""
 
     # The dense model in each type bench shaders uses; prompt processing
     # at ubatch 64 and 512, and token generation (ubatch 1).
@@ -323,7 +324,9 @@ class AssertionBuild(unittest.TestCase):
         root = sid_root(t)
         paths = benchshaders.model_files(root, forklib.WORK, list(self.MODELS))
         env = checks_env(GGML_VK_PIPELINE_STATS=benchshaders.STATS_FILTER,
-                         MESA_SHADER_CACHE_DISABLE="true")
+                         MESA_SHADER_CACHE_DISABLE="true",
+                         BIFROST_MESA_DEBUG=benchshaders.FORK_DEBUG["panfrost"])
+        spilled = 0
         for name in self.MODELS:
             with self.subTest(model=name):
                 r = root.run_in(["llama-bench", "-m", paths[name], "-r", "1", "-p", "512",
@@ -333,12 +336,18 @@ class AssertionBuild(unittest.TestCase):
                 device, pipes, _ = benchshaders.parse_run(text)
                 self.assertEqual(r.returncode, 0, text[-3000:])
                 self.assertNotIn("Assertion", text)
+                # bi_validate_ra checked every allocation and its spill code
+                self.assertNotIn(benchshaders.RA_REJECTED, text)
+                spilled += sum(1 for l in benchshaders.SHADERDB_RE.findall(text)
+                               if " 0:0 spills:fills" not in l)
                 self.assertIn("fp16: 1", device or "")
                 self.assertIn("int dot: 1", device or "")
                 if name == "dense-f16":
                     self.assertTrue(any("f16acc" in p for p in pipes), sorted(pipes))
                 else:
                     self.assertTrue(any("q8_1" in p for p in pipes), sorted(pipes))
+        # The check saw spill code, not only allocations that fit
+        self.assertGreater(spilled, 0)
 
     def test_probe_pipelines_compile_with_assertions(self):
         env = checks_env()

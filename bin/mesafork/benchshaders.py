@@ -35,6 +35,10 @@ UBATCHES = (1, 64, 512)
 # but a few element-wise ones; the shader-db count shows what it missed.
 STATS_FILTER = "_"
 DEBUG_ENV = {"panfrost": "BIFROST_MESA_DEBUG", "asahi": "AGX_MESA_DEBUG"}
+# The fork's Valhall compiler checks every register allocation it makes
+# (bi_validate_ra.c) when asked; a rejected one prints this and aborts.
+FORK_DEBUG = {"panfrost": "shaderdb,validatera", "asahi": "shaderdb"}
+RA_REJECTED = "register allocation check failed"
 
 DEVICE_RE = re.compile(r"^ggml_vulkan: 0 = (.*)$", re.M)
 HEADER_RE = re.compile(r"^ggml_vulkan: pipeline stats for (\S+):$")
@@ -122,6 +126,7 @@ class Column:
     def __init__(self, label, env):
         self.label, self.env = label, env
         self.devices, self.pipes, self.shaderdb, self.failed = set(), {}, 0, []
+        self.ra_rejected = 0
 
     def run(self, root, model, name, ubatches):
         pp = [u for u in ubatches if u > 1]
@@ -138,6 +143,7 @@ class Column:
             tail = [l for l in text.splitlines() if l.strip()][-3:]
             self.failed.append("%s (exit %d: %s)" % (name, r.returncode, " / ".join(tail)))
         self.shaderdb += shaderdb
+        self.ra_rejected += text.count(RA_REJECTED)
         # A row per model and pipeline: the same name can be another
         # SPIR-V for another model (another quantization type).
         for p, stats in pipes.items():
@@ -148,7 +154,8 @@ def columns(fork, prefix, driver, sid):
     conf = fork.conf
     debug = {DEBUG_ENV[driver]: "shaderdb", "GGML_VK_PIPELINE_STATS": STATS_FILTER,
              "MESA_SHADER_CACHE_DISABLE": "true"}
-    run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **debug, **knobs)
+    fork_debug = dict(debug, **{DEBUG_ENV[driver]: FORK_DEBUG[driver]})
+    run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **fork_debug, **knobs)
     cols = [Column("stock", run(**stock_knobs(conf, driver))), Column("fork", run())]
     if driver == "panfrost" and fork.arch not in conf["upstream"]["panvk_arches"].split():
         note = "sid builds no panvk for %s" % fork.arch
@@ -236,6 +243,10 @@ def print_driver(arch, driver, cols, note):
                                                for v in vals)))
     # Every run compiles its pipelines anew (the shader cache is off).
     print("  %-20s %s" % ("compiles, all runs", " ".join("%12d" % c.shaderdb for c in cols)))
+    if driver == "panfrost":
+        # Only the fork's build has the check: upstream's column is blank.
+        print("  %-20s %s" % ("RA check rejected", " ".join(
+            "%12s" % (c.ra_rejected if c.label != "upstream" else "-") for c in cols)))
     print("ratios over the rows both sides built (same model, same pipeline name: the same "
           "SPIR-V where the device lines agree):")
     for a, b in (("fork", "stock"), ("fork", "upstream")):
