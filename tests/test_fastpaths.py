@@ -194,7 +194,8 @@ class FastPaths:
         shaderdb, pairs, current = None, [], None
         for line in r.stderr.splitlines():
             m = re.search(r"SHADER-DB: MESA_SHADER_COMPUTE shader: (\d+) inst, ([\d.]+) cycles,"
-                          r".* (\d+) threads, (\d+) loops, (\d+):(\d+) spills:fills", line)
+                          r".* (\d+) threads, (\d+) loops, (\d+):(\d+) spills:fills, "
+                          r"(\d+) demand", line)
             if m:
                 shaderdb = m.groups()
                 continue
@@ -211,11 +212,15 @@ class FastPaths:
         for name, db, stats in pairs:
             with self.subTest(pipeline=name):
                 self.assertIsNotNone(db, "no shader-db line before %s" % name)
-                instrs, cycles, threads, loops, spills, fills = db
+                instrs, cycles, threads, loops, spills, fills, demand = db
                 self.assertEqual(stats["Instructions"], instrs)
                 self.assertEqual(stats["Threads"], threads)
                 self.assertEqual(stats["Loops"], loops)
                 self.assertEqual((stats["Spills"], stats["Fills"]), (spills, fills))
+                self.assertEqual(stats["Register Demand"], demand)
+                # A shader that fits the file at half occupancy needs no spill
+                if int(demand) <= 32:
+                    self.assertEqual((spills, fills), ("0", "0"))
                 self.assertAlmostEqual(float(stats["Cycles"]), float(cycles), places=3)
                 regs = int(stats["Register Count"])
                 self.assertTrue(0 < regs <= 64, regs)
@@ -269,6 +274,7 @@ class BenchShadersParsing(unittest.TestCase):
         "ggml_vulkan:   Register Count: 64",
         "ggml_vulkan:   Spills: 3",
         "ggml_vulkan:   Fills: 7",
+        "ggml_vulkan:   Register Demand: 71",
         "llama_context: something else: 5",
         "ggml_vulkan:   Spills: 99",
         "SHADER-DB: MESA_SHADER_COMPUTE shader: 12 inst",
@@ -286,9 +292,23 @@ class BenchShadersParsing(unittest.TestCase):
         self.assertEqual(device, "Mali-G610 (panvk) | uma: 1 | fp16: 1 | int dot: 1")
         self.assertEqual(shaderdb, 2)
         self.assertEqual(pipes["matmul_quant_f32_aligned_1"],
-                         {"instrs": 10, "cycles": 2.5, "regs": 64, "spills": 3, "fills": 7})
+                         {"instrs": 10, "cycles": 2.5, "regs": 64, "spills": 3, "fills": 7,
+                          "demand": 71})
         self.assertEqual(pipes["matmul_quant_f32_aligned_1#2"], {"instrs": 12, "regs": 32})
         self.assertEqual(pipes["add_f32"], {"regs": 20, "code": 1024})
+
+    def test_totals_set_spills_against_the_demand(self):
+        # The issue-38 goal: spills only where the demand passes 64
+        pipes = {"a": {"spills": 2, "fills": 5, "demand": 70},
+                 "b": {"spills": 1, "fills": 1, "demand": 64},
+                 "c": {"spills": 0, "fills": 0, "demand": 80},
+                 "d": {"spills": 0, "fills": 0, "demand": 10}}
+        t = benchshaders.totals(pipes)
+        self.assertEqual((t["spilling"], t["spilling, fits"], t["over the file"]), (2, 1, 2))
+        self.assertEqual(t["demand"], 224)
+        # Drivers that report no demand (upstream) get no such rows
+        t = benchshaders.totals({"a": {"spills": 2, "fills": 5}})
+        self.assertEqual((t["spilling, fits"], t["over the file"]), (None, None))
 
     def test_ratio_is_over_the_rows_both_built(self):
         a, b = benchshaders.Column("fork", {}), benchshaders.Column("stock", {})

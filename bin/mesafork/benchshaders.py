@@ -54,8 +54,12 @@ NAMES = {
     "GPRs": "regs",
     "Threads": "threads", "Spills": "spills", "Fills": "fills",
     "Code Size": "code", "Code size": "code",
+    # The fork's Valhall compiler: most 32-bit values live at once before
+    # allocation; above 64 a shader cannot do without spilling.
+    "Register Demand": "demand",
 }
-FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code")
+FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code", "demand")
+REGISTER_FILE = 64
 
 
 def model_files(root, work, names):
@@ -179,14 +183,22 @@ def fmt(stats):
         parts.append("%dt" % stats["threads"])
     if "spills" in stats or "fills" in stats:
         parts.append("%d:%d" % (stats.get("spills", 0), stats.get("fills", 0)))
+    if "demand" in stats:
+        parts.append("%dd" % stats["demand"])
     if "code" in stats and "instrs" not in stats:
         parts.append("%dB" % stats["code"])
     return " ".join(parts)
 
 
 def totals(pipes):
-    t = {"pipelines": len(pipes),
-         "spilling": sum(1 for s in pipes.values() if s.get("spills", 0) or s.get("fills", 0))}
+    spilling = [s for s in pipes.values() if s.get("spills", 0) or s.get("fills", 0)]
+    t = {"pipelines": len(pipes), "spilling": len(spilling),
+         # Where the driver reports its demand: spilling though it fits
+         "spilling, fits": sum(1 for s in spilling if s.get("demand", REGISTER_FILE + 1)
+                               <= REGISTER_FILE) if any("demand" in s for s in pipes.values())
+         else None,
+         "over the file": sum(1 for s in pipes.values() if s.get("demand", 0) > REGISTER_FILE)
+         if any("demand" in s for s in pipes.values()) else None}
     for f in FIELDS:
         vals = [s[f] for s in pipes.values() if f in s]
         t[f] = sum(vals) if vals else None
@@ -222,8 +234,9 @@ def print_driver(arch, driver, cols, note):
                               for k, s in c.pipes.items()}) for c in cols}
     print("per model and pipeline (in the order ggml-vulkan compiled them; NAME#2 is the "
           "second pipeline of that name in the run): instructions (i), cycle estimate (c), "
-          "registers (r), threads (t), spills:fills; code bytes (B) where that is all the "
-          "driver reports")
+          "registers (r), threads (t), spills:fills, register demand before allocation (d, "
+          "the fork's Valhall compiler only); code bytes (B) where that is all the driver "
+          "reports")
     width = max([len(n) for n in names] + [8])
     print("  %-*s  %s" % (width, "pipeline", "  ".join("%-30s" % l for l in labels)))
     for n in names:
@@ -231,6 +244,8 @@ def print_driver(arch, driver, cols, note):
     print("totals:")
     print("  %-20s %s" % ("distinct pipelines", " ".join("%12d" % distinct[l] for l in labels)))
     rows = [("model x pipeline", "pipelines", "%d"), ("spilling", "spilling", "%d"),
+            ("demand > 64", "over the file", "%d"),
+            ("spilling, demand<=64", "spilling, fits", "%d"),
             ("spills", "spills", "%d"), ("fills", "fills", "%d"), ("cycles", "cycles", "%.1f"),
             ("instructions", "instrs", "%d"), ("registers", "regs", "%d"),
             ("code bytes", "code", "%d")]
