@@ -42,8 +42,12 @@ class Series(unittest.TestCase):
                 prefix = subject[len("[PATCH] "):].split(":", 1)[0]
                 self.assertIn(prefix, COMPONENTS, "subject prefix is not a Mesa component")
                 self.assertLessEqual(len(subject) - len("[PATCH] "), 75, subject)
-                self.assertIn(mail["Forwarded"], ("no", "not-needed", "yes")
-                              if not (mail["Forwarded"] or "").startswith("http") else [mail["Forwarded"]])
+                forwarded = mail["Forwarded"] or ""
+                if forwarded.startswith("http"):
+                    # A merge request or a mailing-list post: a whole URL
+                    self.assertRegex(forwarded, r"^https://[a-z0-9.-]+\.[a-z]{2,}/\S+$")
+                else:
+                    self.assertIn(forwarded, ("no", "not-needed", "yes"))
                 self.assertRegex(mail["Last-Update"] or "", r"^\d{4}-\d\d-\d\d$")
                 self.assertNotIn("\n-- \n", text, "version signature makes churn")
 

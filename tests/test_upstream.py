@@ -106,6 +106,8 @@ def assert_sids_driver(test, t, root, ys, driver, **env):
     r, _ = run_on_sid(t, root, ["mesa-fork-vkcheck", "--list"], driver=driver, **env)
     devs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
     upstream_version = root.version.split(":")[-1].split("-")[0]
+    # Strict too: with no device, the loop below would check nothing
+    test.assertGreaterEqual(len(devs), 1, (r.stdout + r.stderr)[-2000:])
     for dev in devs:
         test.assertNotIn("mesa-fork", dev["info"])
         test.assertTrue(dev["info"].startswith("Mesa " + upstream_version),
