@@ -54,8 +54,8 @@ NAMES = {
     "GPRs": "regs",
     "Threads": "threads", "Spills": "spills", "Fills": "fills",
     "Code Size": "code", "Code size": "code",
-    # The fork's Valhall compiler: most 32-bit values live at once before
-    # allocation; above 64 a shader cannot do without spilling.
+    # The fork's Valhall compiler: most 32-bit values live at once when
+    # allocation starts, an estimate of the registers a shader needs.
     "Register Demand": "demand",
 }
 FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code", "demand")
@@ -193,12 +193,14 @@ def fmt(stats):
 def totals(pipes):
     spilling = [s for s in pipes.values() if s.get("spills", 0) or s.get("fills", 0)]
     t = {"pipelines": len(pipes), "spilling": len(spilling),
-         # Where the driver reports its demand: spilling though it fits
-         "spilling, fits": sum(1 for s in spilling if s.get("demand", REGISTER_FILE + 1)
-                               <= REGISTER_FILE) if any("demand" in s for s in pipes.values())
-         else None,
-         "over the file": sum(1 for s in pipes.values() if s.get("demand", 0) > REGISTER_FILE)
-         if any("demand" in s for s in pipes.values()) else None}
+         "spilling, fits": None, "over the file": None}
+    # Where the driver reports its demand: over the file, and spilling
+    # though it fits
+    if any("demand" in s for s in pipes.values()):
+        t["spilling, fits"] = sum(1 for s in spilling
+                                  if s.get("demand", REGISTER_FILE + 1) <= REGISTER_FILE)
+        t["over the file"] = sum(1 for s in pipes.values()
+                                 if s.get("demand", 0) > REGISTER_FILE)
     for f in FIELDS:
         vals = [s[f] for s in pipes.values() if f in s]
         t[f] = sum(vals) if vals else None
