@@ -126,7 +126,7 @@ def target(arch):
     """The Target of arch, or an optional skip when this run does not test
     it (another verb makes it: bin/mesa-fork install --arch ARCH)."""
     if arch not in tested_arches():
-        skip_optional("%s is not under test: 'bin/mesa-fork install --arch %s' builds it, "
+        skip_optional("arch", "%s is not under test: 'bin/mesa-fork install --arch %s' builds it, "
                       "then 'bin/mesa-fork test' tests it" % (arch, arch))
     t = Target(arch)
     if not t.installed():
@@ -155,7 +155,7 @@ def hide_gpus(cmd):
     ns = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     probe = subprocess.run(ns + ["true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
-        skip_optional("this machine has a GPU (/dev/dri) and no mount namespace to hide it in")
+        skip_optional("namespace", "this machine has a GPU (/dev/dri) and no mount namespace to hide it in")
     return ns + ["sh", "-c", 'mount -t tmpfs none /dev/dri && exec "$@"', "sh"] + list(cmd)
 
 
@@ -176,16 +176,37 @@ def fork_tag():
     return "(%s)" % fork_config.driver_info_tag(config(), upstream)
 
 
-# tests/run.py counts a skipped test as a failure, except one that needs
-# what another verb makes and says so with this prefix: it is reported as
-# skipped, never as passed.
+# tests/run.py counts a skipped test as a failure, except one whose cause
+# is one of these: what this run cannot have by its nature. Each skip names
+# its cause (a key below) and its detail; a cause not listed here, or a
+# plain unittest skip, is a failure. The runner counts the skips by cause
+# on the line before its last.
 OPTIONAL_SKIP = "optional, not run: "
+SKIP_CAUSES = {
+    "root": "needs root, and this run is a user's",
+    "arch": "an architecture this run does not test (mesa-fork test --arch)",
+    "host": "what this machine's own architecture rules out",
+    "namespace": "a GPU to hide and no mount namespace to hide it in",
+    "sid-unreachable": "Debian sid's archive cannot be reached, or does not serve the architecture",
+    "sid-moved": "a finding: sid serves another Mesa than config/fork.ini records",
+}
 
 
-def skip_optional(reason):
-    """Skip a test whose prerequisite another verb makes (the build chroot
-    of `mesa-fork deb`); the runner reports it as skipped."""
-    raise unittest.SkipTest(OPTIONAL_SKIP + reason)
+def skip_optional(cause, detail):
+    """Skip a test this run cannot have by its nature (cause, a key of
+    SKIP_CAUSES); the runner reports it as skipped, never as passed."""
+    if cause not in SKIP_CAUSES:
+        raise AssertionError("a skip must name one of the causes %s, not %r (%s)"
+                             % (", ".join(sorted(SKIP_CAUSES)), cause, detail))
+    raise unittest.SkipTest("%s[%s] %s" % (OPTIONAL_SKIP, cause, detail))
+
+
+def parse_skip(reason):
+    """(cause, detail) of a skip reason skip_optional made, else None."""
+    m = re.match(re.escape(OPTIONAL_SKIP) + r"\[([a-z-]+)\] (.*)\Z", reason, re.S)
+    if not m or m.group(1) not in SKIP_CAUSES:
+        return None
+    return m.group(1), m.group(2)
 
 
 class Yardstick:
@@ -193,9 +214,13 @@ class Yardstick:
     it before the tests (testing.prepare_upstream), and the one policy for
     the checks that run it:
 
-    - sid's Mesa could not be had (offline without a root made before, an
-      architecture sid dropped, mmdebstrap failing, no root): the check is
-      an optional skip naming the cause, never a pass;
+    - sid's Mesa cannot be had for a reason of the run's nature (the
+      archive out of reach, an architecture sid does not serve, no root to
+      make the root with): the check is an optional skip naming the cause,
+      never a pass;
+    - it could not be prepared for any other reason (a tool missing,
+      mmdebstrap failing, a checksum that disagrees with the index), or the
+      tests run without `bin/mesa-fork test` preparing it: the check fails;
     - sid serves the version config/fork.ini [upstream] recorded names:
       the check is strict, a failure is a failure;
     - sid serves another version: a passing check is a pass, a failing one
@@ -205,9 +230,13 @@ class Yardstick:
     Checks about our own harness (that the root holds sid's driver, not
     the fork's) do not go through check(): they stay strict."""
 
-    def __init__(self, arch, version=None, recorded=None, unavailable=None):
+    def __init__(self, arch, version=None, recorded=None, unavailable=None, cause=None,
+                 broken=None):
         self.arch, self.version, self.recorded = arch, version, recorded
-        self.unavailable = unavailable
+        self.unavailable, self.cause, self.broken = unavailable, cause, broken
+        if unavailable and cause not in SKIP_CAUSES:
+            raise AssertionError("sid's Mesa for %s is unavailable for a cause that is no "
+                                 "skip's: %r (%s)" % (arch, cause, unavailable))
 
     @classmethod
     def from_env(cls, arch, environ=None, recorded=None):
@@ -217,16 +246,25 @@ class Yardstick:
         if recorded is None:
             recorded = testing.recorded_upstream(config())
         if testing.UPSTREAM_ENV not in environ:
-            return cls(arch, recorded=recorded, unavailable=(
-                "run through 'bin/mesa-fork test', which makes and checks sid's roots "
-                "first (%s unset)" % testing.UPSTREAM_ENV))
+            return cls(arch, recorded=recorded, broken=(
+                "run through 'bin/mesa-fork test' (-k PATTERN for a few), which makes and "
+                "checks sid's roots first (%s unset)" % testing.UPSTREAM_ENV))
+
+        def by_arch(name):
+            return dict(l.split(": ", 1) for l in environ.get(name, "").splitlines()
+                        if ": " in l)
         verified = dict(v.split("=", 1) for v in environ[testing.UPSTREAM_ENV].split())
-        missing = dict(l.split(": ", 1) for l in
-                       environ.get(testing.UNAVAILABLE_ENV, "").splitlines() if ": " in l)
+        missing, broken = by_arch(testing.UNAVAILABLE_ENV), by_arch(testing.BROKEN_ENV)
         if arch in verified:
             return cls(arch, verified[arch], recorded)
         if arch in missing:
-            return cls(arch, recorded=recorded, unavailable=missing[arch])
+            m = re.match(r"\[([a-z-]+)\] (.*)\Z", missing[arch], re.S)
+            if not m:
+                raise AssertionError("%s=%r names no cause for %s" % (
+                    testing.UNAVAILABLE_ENV, environ[testing.UNAVAILABLE_ENV], arch))
+            return cls(arch, recorded=recorded, unavailable=m.group(2), cause=m.group(1))
+        if arch in broken:
+            return cls(arch, recorded=recorded, broken=broken[arch])
         raise AssertionError("'bin/mesa-fork test' said nothing of sid's Mesa for %s (%s=%r, "
                              "%s=%r)" % (arch, testing.UPSTREAM_ENV,
                                          environ[testing.UPSTREAM_ENV], testing.UNAVAILABLE_ENV,
@@ -236,9 +274,13 @@ class Yardstick:
         return self.version != self.recorded
 
     def require(self):
-        """An optional skip, with its cause, unless sid's Mesa is at hand."""
+        """A failure when preparing sid's Mesa failed, an optional skip
+        with its cause when this run cannot have it, else nothing."""
+        if self.broken:
+            raise AssertionError("sid's Mesa for %s could not be prepared, a failure of the "
+                                 "run, not a skip: %s" % (self.arch, self.broken))
         if self.unavailable:
-            skip_optional("sid's Mesa for %s cannot be had in this run: %s"
+            skip_optional(self.cause, "sid's Mesa for %s cannot be had in this run: %s"
                           % (self.arch, self.unavailable))
 
     @contextlib.contextmanager
@@ -257,7 +299,7 @@ class Yardstick:
             first, _, rest = detail.partition("\n")
             if len(first) > 300:
                 first, rest = first[:300] + " [...]", detail
-            skip_optional("finding: sid's Mesa for %s is now %s, recorded %s: %s; check the "
+            skip_optional("sid-moved", "finding: sid's Mesa for %s is now %s, recorded %s: %s; check the "
                           "shim against it, then record %s in [upstream] recorded of "
                           "config/fork.ini%s" % (self.arch, self.version, self.recorded,
                                                  first, self.version,

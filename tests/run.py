@@ -11,9 +11,12 @@ The first two run for every architecture under test ($MESA_FORK_TEST_ARCHES,
 set by `mesa-fork test`): a cross build's through meson's exe_wrapper
 (qemu-user); test_arm64.py compares the arm64 build's results with the
 machine's own.
-A test that could not run is a failure, never a skip, except one that
-needs what another verb makes and skips through forklib.skip_optional (the
-build chroot of `mesa-fork deb`): it is listed as skipped, never passed.
+A test that could not run is a failure, never a skip, except one that this
+run cannot have by its nature (root in a user's run, an architecture not
+under test, sid's archive out of reach: forklib.SKIP_CAUSES) and says so
+through forklib.skip_optional: it is listed as skipped with its cause, and
+counted on the line before the last, never as passed. Any other skip, a
+meson SKIP included, is a failure.
 """
 
 import argparse
@@ -37,9 +40,19 @@ class Tally:
         self.failed = []
         self.skipped = []
 
-    def skip(self, name, reason):
-        self.skipped.append((name, reason))
-        print("SKIP %s: %s" % (name, reason), flush=True)
+    def skip(self, name, cause, detail):
+        self.skipped.append((name, cause, detail))
+        print("SKIP %s: [%s] %s" % (name, cause, detail.splitlines()[0]), flush=True)
+
+    def skip_line(self):
+        """'N skipped' and how many of each cause."""
+        if not self.skipped:
+            return "0 skipped"
+        causes = {}
+        for _, cause, _ in self.skipped:
+            causes[cause] = causes.get(cause, 0) + 1
+        return "%d skipped (%s)" % (len(self.skipped), ", ".join(
+            "%d %s" % (n, c) for c, n in sorted(causes.items())))
 
     def add(self, name, ok, detail=""):
         if ok:
@@ -51,9 +64,43 @@ class Tally:
               flush=True)
 
 
+def judge_meson(tests, rows, returncode, suites):
+    """What one `meson test` run proves, as (name, ok, detail) per test.
+    tests: `meson introspect --tests` (name and suites of every test the
+    build defines); rows: testlog.json; suites: the --suite arguments
+    (none: all). One rule with the Python tests: only OK passes (an
+    EXPECTEDFAIL or a SKIP fails); each suite asked for must hold a test;
+    every test selected must have a row; and meson's exit code must agree
+    with the rows."""
+    def picked(t):
+        return not suites or any(x == s or x.endswith(":" + s) for s in suites
+                                 for x in t["suite"])
+    out = []
+    for s in suites:
+        if not any(x == s or x.endswith(":" + s) for t in tests for x in t["suite"]):
+            out.append(("suite %s" % s, False, "the build defines no test in suite %r "
+                        "(renamed or no longer built?)" % s))
+    seen = set()
+    for r in rows:
+        short = r["name"].partition(" / ")[2] or r["name"]
+        seen.add(short)
+        ok = r["result"] == "OK"
+        out.append((r["name"], ok, "" if ok else "%s: %s" % (r["result"],
+                                                             r.get("stdout", "")[-3000:])))
+    for t in tests:
+        if picked(t) and t["name"] not in seen:
+            out.append((t["name"], False, "selected but meson test did not report it"))
+    if returncode != 0 and all(ok for _, ok, _ in out):
+        out.append(("meson test", False, "exited %d though every test it reported passed"
+                    % returncode))
+    if not rows:
+        out.append(("meson test", False, "ran nothing (exit %d)" % returncode))
+    return out
+
+
 def meson_suite(tally, label, build, suites, pattern, slow=1):
-    """Run `meson test` and count every test from its testlog.json. slow
-    multiplies the tests' timeouts (qemu-user)."""
+    """Run `meson test` and count every test from its testlog.json, judged
+    by judge_meson. slow multiplies the tests' timeouts (qemu-user)."""
     if not os.path.exists(os.path.join(build, "build.ninja")):
         tally.add(label, False, "%s is not built: run 'bin/mesa-fork install'" % build)
         return
@@ -65,27 +112,63 @@ def meson_suite(tally, label, build, suites, pattern, slow=1):
     if os.path.exists(log):
         os.unlink(log)
     t0 = time.monotonic()
+    intro = subprocess.run(["meson", "introspect", "--tests", build], env=forklib.build_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if intro.returncode != 0:
+        tally.add(label, False, "meson introspect --tests failed: " + intro.stderr[-2000:])
+        return
     r = subprocess.run(cmd, env=forklib.build_env(), stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
-    results = []
+    rows = []
     if os.path.exists(log):
         with open(log) as f:
-            results = [json.loads(l) for l in f if l.strip()]
-    if not results:
-        tally.add(label, False, "meson test ran nothing (exit %d): %s" % (
-            r.returncode, r.stdout[-2000:]))
-        return
-    for t in results:
-        name = "%s: %s" % (label, t["name"])
+            rows = [json.loads(l) for l in f if l.strip()]
+    verdicts = judge_meson(json.loads(intro.stdout), rows, r.returncode, suites)
+    for name, ok, detail in verdicts:
+        name = "%s: %s" % (label, name)
         if pattern and pattern not in name:
             continue
-        ok = t["result"] in ("OK", "EXPECTEDFAIL")
-        tally.add(name, ok, t.get("stdout", "")[-3000:] if not ok else "")
-    print("  (%s: %d tests in %.0fs)" % (label, len(results), time.monotonic() - t0))
+        if not ok and not rows:
+            detail += "\n" + r.stdout[-2000:]
+        tally.add(name, ok, detail)
+    print("  (%s: %d tests in %.0fs)" % (label, len(rows), time.monotonic() - t0))
 
 
-class Result(unittest.TextTestResult):
-    pass
+class Collect(unittest.TestResult):
+    """Counts each Python test into a Tally under the runner's rules."""
+
+    def __init__(self, tally):
+        super().__init__()
+        self.tally = tally
+
+    def addSuccess(self, test):
+        self.tally.add(test.id(), True)
+
+    def addFailure(self, test, err):
+        self.tally.add(test.id(), False, self._exc_info_to_string(err, test))
+        print(self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        self.addFailure(test, err)
+
+    def addSkip(self, test, reason):
+        known = forklib.parse_skip(reason)
+        if known:
+            self.tally.skip(test.id(), *known)
+            return
+        self.tally.add(test.id(), False, "a skip without one of the causes of "
+                       "forklib.SKIP_CAUSES counts as a failure: " + reason)
+
+    def addExpectedFailure(self, test, err):
+        self.tally.add(test.id(), False, "expected failures are not allowed")
+
+    def addUnexpectedSuccess(self, test):
+        self.tally.add(test.id(), False, "unexpected success")
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self.tally.add(subtest.id(), False, self._exc_info_to_string(err, test))
+            print(self._exc_info_to_string(err, test))
 
 
 def python_tests(tally, pattern):
@@ -93,36 +176,25 @@ def python_tests(tally, pattern):
     if pattern:
         loader.testNamePatterns = ["*%s*" % pattern]
     suite = loader.discover(HERE, pattern="test_*.py", top_level_dir=HERE)
+    suite.run(Collect(tally))
 
-    class Collect(unittest.TestResult):
-        def addSuccess(self, test):
-            tally.add(test.id(), True)
 
-        def addFailure(self, test, err):
-            tally.add(test.id(), False, self._exc_info_to_string(err, test))
-            print(self._exc_info_to_string(err, test))
-
-        def addError(self, test, err):
-            self.addFailure(test, err)
-
-        def addSkip(self, test, reason):
-            if reason.startswith(forklib.OPTIONAL_SKIP):
-                tally.skip(test.id(), reason[len(forklib.OPTIONAL_SKIP):])
-                return
-            tally.add(test.id(), False, "skipped tests count as failures: " + reason)
-
-        def addExpectedFailure(self, test, err):
-            tally.add(test.id(), False, "expected failures are not allowed")
-
-        def addUnexpectedSuccess(self, test):
-            tally.add(test.id(), False, "unexpected success")
-
-        def addSubTest(self, test, subtest, err):
-            if err is not None:
-                tally.add(subtest.id(), False, self._exc_info_to_string(err, test))
-                print(self._exc_info_to_string(err, test))
-
-    suite.run(Collect())
+def summary(tally, elapsed):
+    """The runner's closing lines: failures, skips by cause, the time, the
+    skip count, and last the line CI reads, "N passed, N failed"."""
+    out = []
+    if tally.failed:
+        out += ["", "Failed:"] + ["  %s" % name for name, _ in tally.failed]
+    if tally.skipped:
+        out += ["", "Skipped (not run, not counted as passed), by cause:"]
+        for cause in sorted({c for _, c, _ in tally.skipped}):
+            out.append("  %s: %s" % (cause, forklib.SKIP_CAUSES[cause]))
+            out += ["    %s: %s" % (name, detail.splitlines()[0])
+                    for name, c, detail in tally.skipped if c == cause]
+    out.append("test: took %s" % fmt_time(elapsed))
+    out.append(tally.skip_line())
+    out.append("%d passed, %d failed" % (tally.passed, len(tally.failed)))
+    return out
 
 
 def main():
@@ -146,18 +218,13 @@ def main():
         meson_suite(tally, "shim" + sfx, t.client_build, [], args.pattern, slow)
     print("== end-to-end tests (tests/test_*.py)", flush=True)
     python_tests(tally, args.pattern)
-    if tally.failed:
-        print("\nFailed:")
-        for name, detail in tally.failed:
-            print("  %s" % name)
-    if tally.skipped:
-        print("\nSkipped (not run, not counted as passed):")
-        for name, reason in tally.skipped:
-            print("  %s: %s" % (name, reason))
-    print("test: took %s" % fmt_time(time.monotonic() - t0))
-    print("%d passed, %d failed" % (tally.passed, len(tally.failed)))
+    print("\n".join(summary(tally, time.monotonic() - t0)))
     return 1 if tally.failed or tally.passed == 0 else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the whole process group: `mesa-fork test` says it.
+        sys.exit(130)

@@ -30,7 +30,7 @@ def targets(case):
     """(the machine's build, the arm64 build); skipped, as optional, when
     this run does not test arm64."""
     if forklib.HOST.arch == ARCH:
-        forklib.skip_optional("this machine is arm64: every other test runs on the arm64 "
+        forklib.skip_optional("host", "this machine is arm64: every other test runs on the arm64 "
                               "build itself")
     return forklib.HOST, forklib.target(ARCH)
 
@@ -195,7 +195,7 @@ class Pages16K(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if forklib.HOST.arch == ARCH:
-            forklib.skip_optional("an arm64 host has its own page size; the 16 KiB guest "
+            forklib.skip_optional("host", "an arm64 host has its own page size; the 16 KiB guest "
                                   "is for machines that are not arm64")
         cls.arm = forklib.target(ARCH)
         from mesafork import guest, install

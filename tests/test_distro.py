@@ -265,7 +265,7 @@ class DepsAsUser(unittest.TestCase):
 
     def sandbox(self, tmp):
         if os.geteuid() != 0:
-            forklib.skip_optional("run as a user already: becoming nobody needs root")
+            forklib.skip_optional("root", "run as a user already: becoming nobody needs root")
         box = Sandbox(tmp, "debian")
         for d, _, files in os.walk(tmp):
             os.chmod(d, 0o777)

@@ -325,6 +325,82 @@ MASKS = (("stock mask", {}), ("0xf0", {"HK_CDM_BARRIER_MASK": "0xf0"}),
          ("0x1000f0", {"HK_CDM_BARRIER_MASK": "0x1000f0"}))
 
 
+# The ordering points each scenario's own API sequence asks for (count 4),
+# written down by hand from src/scenarios/scenarios.c: launch i and launch
+# i + 1 must be separated (separated_gaps), whatever the knobs. Read from the
+# application's commands, not from the driver's output, so that a sync point
+# lost in every mode at once still fails. Launches are the driver's, so a
+# transfer (fill, copy, update) or a query write counts as one; the indices
+# say which.
+APP_ORDERING = {
+    "dispatches": set(), "base": set(),        # four dispatches, nothing between
+    "barrier": {0},                            # dispatch, barrier, dispatch
+    "chain": {0, 1, 2},                        # a barrier between each of four
+    # dispatch, vkCmdSetEvent (a launch that writes the event after the
+    # dispatch), vkCmdWaitEvents, dispatch
+    "event": {0, 1},
+    # dispatch, set (a launch), dispatch, wait, dispatch: the set after the
+    # first, the last after the wait
+    "events2": {0, 2},
+    # dispatch, vkCmdResetEvent (a launch, after the first), dispatch: the
+    # reset orders nothing after it
+    "reset-event": {0},
+    # the fill / update / argument writer, a barrier to DRAW_INDIRECT, the
+    # indirect dispatch
+    "indirect-fill": {0}, "indirect-update": {0}, "indirect-dispatch": {0},
+    "secondary": set(),                        # four in a secondary, one after
+    "empty": set(),
+    "exec-barrier": {0}, "exec-barrier2": {0}, "sync2": {0},
+    "empty-barrier2": {0},                     # an empty vkCmdPipelineBarrier2 still orders
+    # dispatch, clear pass, dispatch, barrier, dispatch: only the barrier
+    # (the pass is a render command of its own, which separates the first
+    # two anyway)
+    "render": {1},
+    "host": set(), "timeline-waits": set(),    # one dispatch
+    "submit-oom": {0, 1, 2},                   # four dispatches, a barrier between each
+    # fill, dispatch, copy, dispatch, update on ranges of their own:
+    # nothing is asked
+    "meta": set(),
+    # four rounds of: dispatch, barrier, fill, barrier, indirect dispatch,
+    # barrier to the next round
+    "mixed": set(range(11)),
+    # four query writes, then the two dispatches: nothing between them;
+    # with a barrier between them (launches 4 and 5)
+    "timestamp": set(), "timestamp-barrier": {4},
+    # reset, dispatch, timestamp, copy of the timestamp: the copy (launch
+    # 3) reads what the dispatch's command writes when it ends
+    "query-copy": {2},
+    # The dispatches of these cannot be told from the query writes in the
+    # capture (blocks carry no grid): what they ask for is written down by
+    # QueriesAndEvents and SubpassQueries, stream by stream.
+    "statistics": set(), "subpass-query": set(), "subpass-queries": set(),
+    "query-barrier": set(),
+}
+
+
+def ordering_check(sc, oracle_streams, streams):
+    """Raises unless streams (a knob setting's capture of scenario sc)
+    separates every launch the oracle (HK_MERGE_STREAMS=0, lazy) and the
+    hand-written APP_ORDERING separate, has the oracle's launch count,
+    and ends each stream with a barrier and its terminator."""
+    oracle, n = separated_gaps(oracle_streams)
+    if APP_ORDERING[sc] - oracle:
+        raise AssertionError("%s: the oracle lacks the ordering points %s the application "
+                             "asks for: %s" % (sc, sorted(APP_ORDERING[sc] - oracle),
+                                               oracle_streams))
+    oracle |= APP_ORDERING[sc]
+    got, m = separated_gaps(streams)
+    if m != n:
+        raise AssertionError("%s: %d launches, the oracle %d: %s" % (sc, m, n, streams))
+    if oracle - got:
+        raise AssertionError("%s: launches %s not separated: %s" % (sc, sorted(oracle - got),
+                                                                   streams))
+    for st in streams:
+        if st[-1] != "T" or (launches(st) and not st[-2].startswith("B:")):
+            raise AssertionError("%s: a stream not ended by a barrier and its terminator: "
+                                 "%s" % (sc, st))
+
+
 class KnobMatrix(unittest.TestCase):
     """HK_PERFTEST=nobarrier, HK_LAZY_BARRIER and HK_CDM_BARRIER_MASK in
     every combination, on every scenario: wherever the application asked
@@ -337,23 +413,38 @@ class KnobMatrix(unittest.TestCase):
     from HK_MERGE_STREAMS=0 with lazy barriers: every ordering point ends
     a stream there."""
 
+    def test_the_hand_written_ordering_points_cover_every_scenario(self):
+        self.assertEqual(sorted(APP_ORDERING), sorted(SCENARIOS))
+
     def test_every_ordering_point_has_a_boundary_or_the_stock_bits(self):
         for sc in SCENARIOS:
-            oracle, n = separated_gaps(cached(sc, **LAZY_ENV))
             for pname, penv in PERFTEST:
                 for lname, lenv in LAZY:
                     for mname, menv in MASKS:
                         env = dict(penv, **lenv, **menv)
                         with self.subTest(scenario=sc, perftest=pname, barrier=lname,
                                           mask=mname):
-                            streams = cached(sc, **env)
-                            got, m = separated_gaps(streams)
-                            self.assertEqual(m, n, streams)
-                            self.assertEqual(oracle - got, set(), streams)
-                            for st in streams:
-                                self.assertEqual(st[-1], "T", st)
-                                if launches(st):
-                                    self.assertTrue(st[-2].startswith("B:"), st)
+                            ordering_check(sc, cached(sc, **LAZY_ENV), cached(sc, **env))
+
+    def test_a_sync_point_lost_in_every_mode_fails(self):
+        """The mutation the hand-written points are for: the barrier of
+        'chain' between its second and third dispatch gone from the oracle
+        and the mode alike (as a driver change dropping it everywhere
+        would) passes the comparison with the oracle, not the check."""
+        def merged(streams, at):
+            flat_ = [b for s in streams for b in s[:-1]]
+            cut = [i for i, b in enumerate(flat_) if b.startswith("L")][at]
+            # the stream boundary and stock barrier before launch `at` gone
+            head = [b for b in flat_[:cut] if b != "T"]
+            while head and head[-1].startswith("B:"):
+                head.pop()
+            return [head + flat_[cut:] + ["T"]]
+        good = cached("chain", **LAZY_ENV)
+        ordering_check("chain", good, good)
+        lost = merged(good, 2)
+        self.assertEqual(separated_gaps(lost), ({0, 1, 2} - {1}, 4), lost)
+        with self.assertRaises(AssertionError):
+            ordering_check("chain", lost, lost)
 
     def test_nobarrier_stock_mode_with_a_reduced_mask(self):
         """HK_PERFTEST=nobarrier HK_LAZY_BARRIER=0 HK_CDM_BARRIER_MASK=0xf0:

@@ -115,7 +115,7 @@ NO_SUDO = {"PATH": "/usr/bin:/bin"}
 class BuildUser(unittest.TestCase):
     def test_the_build_user_owns_what_the_owner_of_work_owns(self):
         if os.geteuid() != 0:
-            forklib.skip_optional("chown needs root")
+            forklib.skip_optional("root", "chown needs root")
         with tempfile.TemporaryDirectory() as tmp:
             fork = config.Fork(forklib.TOP, work=tmp)
             os.chown(tmp, 1234, 1234)
@@ -145,7 +145,7 @@ class HostUser(unittest.TestCase):
     def test_who_the_invoking_user_is(self):
         if os.geteuid() != 0:
             self.assertIsNone(proc.invoking_user("/nonexistent", NO_SUDO))
-            forklib.skip_optional("the rest chowns, which needs root")
+            forklib.skip_optional("root", "the rest chowns, which needs root")
         with tempfile.TemporaryDirectory() as tmp:
             work = os.path.join(tmp, "work")
             os.chown(tmp, 2000, 2001)
@@ -167,7 +167,7 @@ class HostUser(unittest.TestCase):
         commands it runs, is the user's; its result comes back, and its
         die() ends the caller with the same status."""
         if os.geteuid() != 0:
-            forklib.skip_optional("changing uid needs root")
+            forklib.skip_optional("root", "changing uid needs root")
         with tempfile.TemporaryDirectory() as tmp:
             os.chmod(tmp, 0o755)
             out = os.path.join(tmp, "out", "deeper")
@@ -360,7 +360,7 @@ class SecurityUpdates(unittest.TestCase):
 
     def setUp(self):
         if os.geteuid() != 0:
-            forklib.skip_optional("mmdebstrap in root mode and chroot need root")
+            forklib.skip_optional("root", "mmdebstrap in root mode and chroot need root")
         aptlab.need("reprepro", "gpg", "mmdebstrap")
         conf = forklib.config()
         self.base = conf["base"]["version"]
@@ -517,7 +517,7 @@ class ChrootStamp(unittest.TestCase):
 
     def test_a_changed_stamp_as_a_user_is_one_line(self):
         if os.geteuid() != 0:
-            forklib.skip_optional("becoming nobody needs root")
+            forklib.skip_optional("root", "becoming nobody needs root")
         with tempfile.TemporaryDirectory() as tmp:
             os.chmod(tmp, 0o755)
             code = ("import sys; sys.path.insert(0, %r); from mesafork import chroot; "
@@ -538,7 +538,7 @@ class BuildChroot(unittest.TestCase):
 
     def test_the_build_user_is_unprivileged(self):
         if os.geteuid() != 0:
-            forklib.skip_optional("mmdebstrap in root mode and chroot need root")
+            forklib.skip_optional("root", "mmdebstrap in root mode and chroot need root")
         fork = config.Fork(forklib.TOP)
         suite = fork.conf["deb"]["suite"]
         mirror, _ = apt.debian_mirror(apt.os_codename())

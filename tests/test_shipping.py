@@ -371,7 +371,7 @@ class DebianSourcePackage(unittest.TestCase):
         c = forklib.config()
         root = os.path.join(forklib.WORK, "chroot", "%s%s" % (c["deb"]["suite"], chroot))
         if os.geteuid() != 0:
-            forklib.skip_optional("mmdebstrap and chroot need root")
+            forklib.skip_optional("root", "mmdebstrap and chroot need root")
         env = dict(os.environ, DEBEMAIL=self.MAINTAINER, MESA_FORK_WORK=forklib.WORK)
         r = run([forklib.CLI] + verb.split() + ["--prepare-only"], env=env, timeout=2400)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
@@ -405,23 +405,22 @@ class DebianSourcePackage(unittest.TestCase):
             return [run(["chroot", root, "dpkg-checkbuilddeps"] + list(o) + [inside])
                     for o in options]
 
-    def test_dpkg_checkbuilddeps_in_the_arm64_build_chroot(self):
-        """The cross profile's build-dependencies are what the arm64 build
-        chroot of `mesa-fork deb --arch arm64` holds."""
-        profile = forklib.config()["debsrc"]["profile"]
-        (r,) = self.checkbuilddeps("-build-arm64", "deb --arch arm64",
-                                   ["-a", "arm64", "-P", "cross,nocheck," + profile])
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-
-    def test_dpkg_checkbuilddeps_in_the_build_chroot(self):
-        """The profile's build-dependencies are what the build chroot of
-        `mesa-fork deb` holds, and the full build needs more."""
+    def test_live_smoke_dpkg_checkbuilddeps_in_the_build_chroots(self):
+        """The one live smoke test of what Debian serves today: the
+        profile's build-dependencies are what the build chroots of
+        `mesa-fork deb` and `deb --arch arm64` (the cross profile) hold,
+        from trixie as the archive has it now, and the full build needs
+        more. Everything else these tests assert runs on stand-in archives
+        (aptlab) or on roots whose packages only carry apt and dpkg."""
         profile = forklib.config()["debsrc"]["profile"]
         on, off = self.checkbuilddeps("-build", "deb", ["-P", profile], [])
         self.assertEqual(on.returncode, 0, on.stdout + on.stderr)
         self.assertNotEqual(off.returncode, 0)
         self.assertIn("unmet build dependencies", off.stderr)
         self.assertIn("rustc", off.stderr)
+        (r,) = self.checkbuilddeps("-build-arm64", "deb --arch arm64",
+                                   ["-a", "arm64", "-P", "cross,nocheck," + profile])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def archive(self):
         """The fork's archive (reprepro, signed with a throwaway key) with
@@ -478,7 +477,7 @@ class DebianSourcePackage(unittest.TestCase):
         source with signed-by next to Debian's (a stand-in with trixie's
         package), apt-get install takes the fork's package."""
         if os.geteuid() != 0:
-            forklib.skip_optional("mmdebstrap in root mode and chroot need root")
+            forklib.skip_optional("root", "mmdebstrap in root mode and chroot need root")
         fork, key, repos, debs, dist = self.archive()
         debian = aptlab.Archive(os.path.join(repos, "debian-%d" % os.getpid()), key, [dist],
                                 "Debian-stand-in")
@@ -526,7 +525,7 @@ class CrossPackages(unittest.TestCase):
 
     def deb(self, *args):
         if os.geteuid() != 0:
-            forklib.skip_optional("deb needs root")
+            forklib.skip_optional("root", "deb needs root")
         return run([forklib.CLI, "deb"] + list(args), timeout=120)
 
     def test_full_cross_build_is_refused_with_the_reason(self):

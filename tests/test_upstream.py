@@ -65,7 +65,7 @@ def roots():
         t = forklib.target(arch)
         ys = forklib.Yardstick.from_env(arch)
         root = None
-        if not ys.unavailable:
+        if not ys.unavailable and not ys.broken:
             root = upstream.SidRoot(t.fork)
             info = os.path.join(root.root, ".mesa-fork-upstream")
             if not os.path.exists(info):
@@ -194,7 +194,7 @@ class SidsAnv(unittest.TestCase):
 
     def amd64(self):
         if "amd64" not in forklib.tested_arches():
-            forklib.skip_optional("the intel shim is built for amd64 only")
+            forklib.skip_optional("arch", "the intel shim is built for amd64 only")
         return [(t, r, ys) for t, r, ys in roots() if t.arch == "amd64"][0]
 
     def test_it_is_sids_anv_that_runs(self):
@@ -301,8 +301,9 @@ class YardstickPolicy(NoSkip):
         """The reason of the optional skip ys.check() makes of body."""
         kind, reason = self.outcome(ys, body)
         self.assertEqual(kind, "skip", reason)
-        self.assertTrue(reason.startswith(forklib.OPTIONAL_SKIP), reason)
-        return reason[len(forklib.OPTIONAL_SKIP):]
+        cause, detail = forklib.parse_skip(reason) or (None, reason)
+        self.assertEqual(cause, "sid-moved" if ys.version else ys.cause, reason)
+        return detail
 
     def test_recorded_version_failure_is_a_failure(self):
         ys = forklib.Yardstick("amd64", self.RECORDED, self.RECORDED)
@@ -342,7 +343,8 @@ class YardstickPolicy(NoSkip):
 
     def test_unavailable_is_an_optional_skip(self):
         ys = forklib.Yardstick("arm64", recorded=self.RECORDED,
-                               unavailable="sid's index has no mesa-vulkan-drivers for arm64")
+                               unavailable="sid's index has no mesa-vulkan-drivers for arm64",
+                               cause="sid-unreachable")
         ran = []
         for body in (lambda: ran.append(True), self.refused):
             self.assertEqual(self.finding(ys, body),
@@ -353,23 +355,55 @@ class YardstickPolicy(NoSkip):
             ys.require()
             self.fail("require() did not skip")
         except unittest.SkipTest as e:
-            self.assertTrue(str(e).startswith(forklib.OPTIONAL_SKIP), e)
+            self.assertEqual(forklib.parse_skip(str(e))[0], "sid-unreachable", e)
+        # Unavailable for a cause that is not a skip's is our bug.
+        with self.assertRaises(AssertionError):
+            forklib.Yardstick("arm64", unavailable="mmdebstrap failed", cause="broken")
+
+    def test_broken_is_a_failure(self):
+        """A root that could not be prepared for a reason other than the
+        run's nature fails every check that needs it, run or not."""
+        ys = forklib.Yardstick("arm64", recorded=self.RECORDED,
+                               broken="sha256 1234, but the index says 5678")
+        ran = []
+        for body in (lambda: ran.append(True), self.refused):
+            kind, reason = self.outcome(ys, body)
+            self.assertEqual(kind, "fail", reason)
+            self.assertIn("could not be prepared, a failure of the run, not a skip: sha256 "
+                          "1234, but the index says 5678", reason)
+        self.assertEqual(ran, [])
+        with self.assertRaises(AssertionError):
+            ys.require()
 
     def test_from_env(self):
         env = {testing.UPSTREAM_ENV: "amd64=26.2.6-1 arm64=26.3.0-1",
-               testing.UNAVAILABLE_ENV: "riscv64: sid's index has no mesa-vulkan-drivers"}
+               testing.UNAVAILABLE_ENV: "riscv64: [sid-unreachable] sid's index has no "
+                                        "mesa-vulkan-drivers\nppc64el: [root] mmdebstrap "
+                                        "needs root",
+               testing.BROKEN_ENV: "armhf: sha256 1234, but the index says 5678"}
         ys = forklib.Yardstick.from_env("amd64", env, self.RECORDED)
         self.assertEqual((ys.version, ys.unavailable, ys.moved()), ("26.2.6-1", None, False))
         ys = forklib.Yardstick.from_env("arm64", env, self.RECORDED)
         self.assertEqual((ys.version, ys.unavailable, ys.moved()), ("26.3.0-1", None, True))
         ys = forklib.Yardstick.from_env("riscv64", env, self.RECORDED)
-        self.assertEqual(ys.unavailable, "sid's index has no mesa-vulkan-drivers")
-        # tests/run.py by itself: nothing was prepared.
+        self.assertEqual((ys.unavailable, ys.cause, ys.broken),
+                         ("sid's index has no mesa-vulkan-drivers", "sid-unreachable", None))
+        ys = forklib.Yardstick.from_env("ppc64el", env, self.RECORDED)
+        self.assertEqual((ys.unavailable, ys.cause), ("mmdebstrap needs root", "root"))
+        ys = forklib.Yardstick.from_env("armhf", env, self.RECORDED)
+        self.assertEqual((ys.unavailable, ys.broken),
+                         (None, "sha256 1234, but the index says 5678"))
+        # tests/run.py by itself: nothing was prepared, which fails.
         ys = forklib.Yardstick.from_env("amd64", {}, self.RECORDED)
-        self.assertIn("run through 'bin/mesa-fork test'", ys.unavailable)
+        self.assertIn("run through 'bin/mesa-fork test'", ys.broken)
         # `test` says something of every architecture: silence is our bug.
         with self.assertRaises(AssertionError):
-            forklib.Yardstick.from_env("armhf", env, self.RECORDED)
+            forklib.Yardstick.from_env("s390x", env, self.RECORDED)
+        # An unavailable line without its cause too.
+        with self.assertRaises(AssertionError):
+            forklib.Yardstick.from_env("riscv64", dict(env, **{
+                testing.UNAVAILABLE_ENV: "riscv64: sid's index has no mesa-vulkan-drivers"}),
+                self.RECORDED)
         # The recorded version is config/fork.ini's.
         self.assertEqual(forklib.Yardstick.from_env("amd64", env).recorded,
                          forklib.config()["upstream"]["recorded"])
@@ -399,7 +433,8 @@ class YardstickPolicy(NoSkip):
 
         passed, failed, skipped = outcome(self.NEW, ("fine", "refused"))
         self.assertEqual((passed, failed, len(skipped)), (0, 0, 1), skipped)
-        self.assertTrue(skipped[0].startswith(forklib.OPTIONAL_SKIP + "finding: "), skipped)
+        self.assertTrue(skipped[0].startswith(forklib.OPTIONAL_SKIP + "[sid-moved] finding: "),
+                        skipped)
         self.assertEqual(outcome(self.NEW, ("fine", "fine")), (1, 0, []))
         self.assertEqual(outcome(self.RECORDED, ("fine", "refused")), (0, 1, []))
         self.assertEqual(outcome(self.RECORDED, ("fine", "fine")), (1, 0, []))
@@ -429,7 +464,7 @@ class PrepareUpstreamMessages(NoSkip):
 
             def ensure(self):
                 o = outcomes[self.arch]
-                if isinstance(o, Exception):
+                if isinstance(o, BaseException):
                     raise o
                 if o.startswith("die:"):
                     proc.die(o[len("die:"):])
@@ -449,7 +484,7 @@ class PrepareUpstreamMessages(NoSkip):
         self.assertEqual(lines, ["test: upstream for amd64: Debian sid mesa-vulkan-drivers "
                                  "26.2.6-1 (amd64)"])
         self.assertEqual(env, {testing.UPSTREAM_ENV: "amd64=26.2.6-1",
-                               testing.UNAVAILABLE_ENV: ""})
+                               testing.UNAVAILABLE_ENV: "", testing.BROKEN_ENV: ""})
         self.assertFalse(forklib.Yardstick.from_env("amd64", env, self.RECORDED).moved())
 
     def test_a_new_version_is_said(self):
@@ -463,23 +498,113 @@ class PrepareUpstreamMessages(NoSkip):
         self.assertEqual(env[testing.UPSTREAM_ENV], "amd64=26.2.6-1 arm64=26.3.0-1")
         self.assertTrue(forklib.Yardstick.from_env("arm64", env, self.RECORDED).moved())
 
-    def test_no_root_is_one_line_and_an_optional_skip(self):
+    def test_what_the_run_cannot_have_skips_and_the_rest_fails(self):
         env, lines = self.prepare({
-            "amd64": "die:unpacking Debian sid packages for amd64 with mmdebstrap needs root "
-                     "here: run this command with sudo",
-            "arm64": "die:sid's index has no mesa-vulkan-drivers for arm64",
-            "riscv64": OSError(28, "No space left on device")})
+            "amd64": upstream.Unavailable("root", "unpacking Debian sid packages for amd64 "
+                                          "with mmdebstrap needs root here"),
+            "arm64": upstream.Unavailable("sid-unreachable",
+                                          "sid's index has no mesa-vulkan-drivers for arm64"),
+            "riscv64": OSError(28, "No space left on device"),
+            "s390x": "die:x.deb: sha256 1234, but the index says 5678"})
         self.assertEqual(lines, [
             "test: sid's Mesa for amd64 cannot be had (unpacking Debian sid packages for amd64 "
-            "with mmdebstrap needs root here: run this command with sudo), so the tests that "
-            "run it will be listed as skipped",
+            "with mmdebstrap needs root here), so the tests that run it will be listed as "
+            "skipped",
             "test: sid's Mesa for arm64 cannot be had (sid's index has no mesa-vulkan-drivers "
             "for arm64), so the tests that run it will be listed as skipped",
-            "test: sid's Mesa for riscv64 cannot be had ([Errno 28] No space left on device), "
-            "so the tests that run it will be listed as skipped"])
+            "test: sid's Mesa for riscv64 could not be prepared ([Errno 28] No space left on "
+            "device), so the tests that run it will fail",
+            "test: sid's Mesa for s390x could not be prepared (x.deb: sha256 1234, but the "
+            "index says 5678), so the tests that run it will fail"])
         self.assertEqual(env[testing.UPSTREAM_ENV], "")
-        ys = forklib.Yardstick.from_env("arm64", env, self.RECORDED)
-        self.assertEqual(ys.unavailable, "sid's index has no mesa-vulkan-drivers for arm64")
-        kind, reason = YardstickPolicy.outcome(ys, lambda: None)
+        for arch, cause in (("amd64", "root"), ("arm64", "sid-unreachable")):
+            ys = forklib.Yardstick.from_env(arch, env, self.RECORDED)
+            kind, reason = YardstickPolicy.outcome(ys, lambda: None)
+            self.assertEqual(kind, "skip", reason)
+            self.assertEqual(forklib.parse_skip(reason)[0], cause, reason)
+        for arch in ("riscv64", "s390x"):
+            ys = forklib.Yardstick.from_env(arch, env, self.RECORDED)
+            kind, reason = YardstickPolicy.outcome(ys, lambda: None)
+            self.assertEqual(kind, "fail", reason)
+
+
+class SidRootOutcomes(NoSkip):
+    """upstream.SidRoot.ensure() on a stand-in work directory, its archive
+    a stand-in index (no network, no mmdebstrap): which of its failures
+    are the run's nature (upstream.Unavailable, a skip) and which are
+    faults (a failure)."""
+
+    DEB = b"sid's mesa-vulkan-drivers"
+
+    class Fork:
+        def __init__(self, work, arch):
+            self.work, self.arch = work, arch
+            self.conf = forklib.config()
+
+        def for_arch(self, arch):
+            return self
+
+    def ensure(self, entry, euid=0, ready=True, tools=()):
+        """prepare_upstream over a real SidRoot whose archive index says
+        entry (an upstream.Index, or an exception index() raises); the
+        root's apt cache holds DEB as version 26.2.6-1."""
+        with tempfile.TemporaryDirectory(dir=os.path.join(forklib.WORK, "tmp")) as work:
+            fork = self.Fork(work, "amd64")
+            cache = os.path.join(work, "chroot", "sid-amd64", "var", "cache", "apt", "archives")
+            os.makedirs(cache)
+            with open(os.path.join(cache, "mesa-vulkan-drivers_26.2.6-1_amd64.deb"), "wb") as f:
+                f.write(self.DEB)
+            stamp = os.path.join(work, "chroot", "sid-amd64", ".mesa-fork-ready")
+            open(stamp, "w").close()
+
+            def index(_):
+                if isinstance(entry, BaseException):
+                    raise entry
+                return entry
+            with mock.patch.object(upstream, "index", index), \
+                    mock.patch.object(upstream, "missing_tools", lambda _: list(tools)), \
+                    mock.patch.object(upstream.cross, "root_ready", lambda *a: ready), \
+                    mock.patch.object(upstream.cross, "extract_root", lambda *a, **k: None), \
+                    mock.patch.object(upstream.os, "geteuid", lambda: euid), \
+                    contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                env = testing.prepare_upstream(fork, ["amd64"])
+            self.stamp_kept = os.path.exists(stamp)
+        ys = forklib.Yardstick.from_env("amd64", env, "26.2.6-1")
+        return ys, YardstickPolicy.outcome(ys, lambda: None)
+
+    def entry(self, data=DEB):
+        import hashlib
+        return upstream.Index({"Version": "26.2.6-1", "SHA256": hashlib.sha256(data).hexdigest(),
+                               "Filename": "x"})
+
+    def test_the_index_checksum_verifies_the_root(self):
+        ys, outcome = self.ensure(self.entry())
+        self.assertEqual((ys.version, outcome), ("26.2.6-1", ("pass", None)))
+        self.assertTrue(self.stamp_kept)
+
+    def test_a_checksum_the_index_disagrees_with_fails(self):
+        """The mutation 'a checksum flipped in the stand-in sid index'."""
+        ys, (kind, reason) = self.ensure(self.entry(b"another package"))
+        self.assertEqual(kind, "fail", reason)
+        self.assertIn("but the index says", reason)
+        # The root that failed its check is made anew next time.
+        self.assertFalse(self.stamp_kept)
+
+    def test_a_missing_tool_fails(self):
+        ys, (kind, reason) = self.ensure(self.entry(), tools=["mmdebstrap"])
+        self.assertEqual(kind, "fail", reason)
+        self.assertIn("needs mmdebstrap", reason)
+
+    def test_an_unreachable_archive_skips(self):
+        ys, (kind, reason) = self.ensure(upstream.Unavailable(
+            "sid-unreachable", "cannot reach the Debian archive"))
         self.assertEqual(kind, "skip", reason)
-        self.assertTrue(reason.startswith(forklib.OPTIONAL_SKIP), reason)
+        self.assertEqual(forklib.parse_skip(reason)[0], "sid-unreachable")
+
+    def test_a_users_run_skips_only_where_the_root_must_be_made(self):
+        ys, (kind, reason) = self.ensure(self.entry(), euid=1000, ready=False)
+        self.assertEqual(kind, "skip", reason)
+        self.assertEqual(forklib.parse_skip(reason)[0], "root")
+        ys, outcome = self.ensure(self.entry(), euid=1000, ready=True)
+        self.assertEqual(outcome, ("pass", None))

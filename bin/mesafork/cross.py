@@ -114,6 +114,17 @@ def sysroot_packages(fork):
             for p in arch_conf(fork)["sysroot_packages"].split()]
 
 
+def _stamp(fork, suite, pkgs, dest):
+    return (os.path.join(dest, ".mesa-fork-ready"),
+            "%s %s merged-usr\n%s\n" % (suite, fork.arch, "\n".join(sorted(pkgs))))
+
+
+def root_ready(fork, suite, pkgs, dest):
+    """Whether extract_root would keep dest as it is."""
+    stamp, want = _stamp(fork, suite, pkgs, dest)
+    return os.path.exists(stamp) and open(stamp).read() == want
+
+
 def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
     """Debian packages of fork.arch and their dependencies, unpacked by
     mmdebstrap's extract variant (no maintainer script runs, nothing
@@ -124,10 +135,9 @@ def extract_root(fork, suite, pkgs, dest, what, apt_options=(), keep_apt=False):
     guest kernel look for /lib/ld-linux-*.so.1 (/lib64 on amd64) and
     /bin/busybox. With keep_apt, apt's package lists and downloaded .debs
     stay in the root (var/lib/apt/lists, var/cache/apt/archives)."""
-    stamp = os.path.join(dest, ".mesa-fork-ready")
-    want = "%s %s merged-usr\n%s\n" % (suite, fork.arch, "\n".join(sorted(pkgs)))
-    if os.path.exists(stamp) and open(stamp).read() == want:
+    if root_ready(fork, suite, pkgs, dest):
         return
+    stamp, want = _stamp(fork, suite, pkgs, dest)
     uri, _ = apt.debian_mirror(distro.os_release().codename)
     tmp = dest + ".new"
     remove_tree(tmp)

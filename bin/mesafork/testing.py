@@ -25,10 +25,13 @@ def installed_arches(fork):
 # What prepare_upstream found, per architecture under test, for the tests
 # that run sid's Mesa (tests/test_upstream.py, test_anv's memtypes test,
 # through forklib.Yardstick): the roots it made and checked in this run
-# ("ARCH=VERSION ..."), and those it could not make ("ARCH: why", one a
-# line).
+# ("ARCH=VERSION ..."), those it could not make for a reason of the run's
+# nature ("ARCH: [CAUSE] why", one a line: upstream.Unavailable; the tests
+# skip), and those it failed to make or check ("ARCH: why": the tests
+# fail).
 UPSTREAM_ENV = "MESA_FORK_UPSTREAM_VERIFIED"
 UNAVAILABLE_ENV = "MESA_FORK_UPSTREAM_UNAVAILABLE"
+BROKEN_ENV = "MESA_FORK_UPSTREAM_BROKEN"
 
 
 def recorded_upstream(conf):
@@ -56,25 +59,34 @@ class _LastError:
 def prepare_upstream(fork, arches):
     """The root with the Mesa sid serves now, for each architecture under
     test; returns the environment that tells the tests what came of it
-    (UPSTREAM_ENV, UNAVAILABLE_ENV). Nothing here is fatal: a root that
-    cannot be made is said in one line, and the tests that need it are
-    listed as skipped; a version other than config/fork.ini [upstream]
-    recorded is said too, and those tests then report what differs as
-    findings (forklib.Yardstick)."""
+    (UPSTREAM_ENV, UNAVAILABLE_ENV, BROKEN_ENV). Nothing here stops the
+    run, and each outcome is said in one line: a root this run cannot have
+    by its nature (upstream.Unavailable: the archive out of reach, the
+    architecture not served, no root) makes the tests that need it skip;
+    any other failure (a tool missing, mmdebstrap failing, a checksum that
+    disagrees with the index) makes them fail; a version other than
+    config/fork.ini [upstream] recorded makes their failures findings
+    (forklib.Yardstick)."""
     recorded = recorded_upstream(fork.conf)
-    verified, unavailable = [], []
+    verified, unavailable, broken = [], [], []
     for a in arches:
         root = upstream.SidRoot(fork.for_arch(a))
         err = _LastError(sys.stderr)
         try:
             with contextlib.redirect_stderr(err):
                 root.ensure()
+        except upstream.Unavailable as e:
+            why = " ".join(e.reason.split())
+            unavailable.append("%s: [%s] %s" % (a, e.cause, why))
+            print("test: sid's Mesa for %s cannot be had (%s), so the tests that run it "
+                  "will be listed as skipped" % (a, why))
+            continue
         except (SystemExit, OSError) as e:
             why = str(e) if isinstance(e, OSError) else (err.last or "see the error above")
             why = " ".join(why.split())
-            unavailable.append("%s: %s" % (a, why))
-            print("test: sid's Mesa for %s cannot be had (%s), so the tests that run it "
-                  "will be listed as skipped" % (a, why))
+            broken.append("%s: %s" % (a, why))
+            print("test: sid's Mesa for %s could not be prepared (%s), so the tests that run "
+                  "it will fail" % (a, why))
             continue
         verified.append("%s=%s" % (a, root.version))
         print("test: upstream for %s: %s" % (a, root.describe()))
@@ -83,7 +95,8 @@ def prepare_upstream(fork, arches):
                   "[upstream]): a check of it that fails is listed as a skipped finding; "
                   "read the findings, then record %s there"
                   % (a, root.version, recorded or "nothing", root.version))
-    return {UPSTREAM_ENV: " ".join(verified), UNAVAILABLE_ENV: "\n".join(unavailable)}
+    return {UPSTREAM_ENV: " ".join(verified), UNAVAILABLE_ENV: "\n".join(unavailable),
+            BROKEN_ENV: "\n".join(broken)}
 
 
 def prepare_checks(fork):

@@ -64,6 +64,21 @@ def missing_tools(fork):
     return [t for t in (qemu_for(fork), "mmdebstrap", "apt-get") if not shutil.which(t)]
 
 
+class Unavailable(SystemExit):
+    """sid's Mesa cannot be had for a reason of the run's own nature, not a
+    fault: the archive cannot be reached (and no root was made before), sid
+    does not serve the architecture, or the root would have to be made and
+    this run is not root's. cause is the tests' name for it
+    (tests/forklib.py SKIP_CAUSES). Every other failure to make or check
+    the root (a tool missing, mmdebstrap failing, a .deb whose sha256 is
+    not the index's) stays a plain die(): the tests count it as failed."""
+
+    def __init__(self, cause, reason):
+        # Uncaught, Python prints the message and exits with 1, as die().
+        super().__init__("mesa-fork: error: %s" % reason)
+        self.cause, self.reason = cause, reason
+
+
 class Index:
     """What sid's index says of the Mesa package for one architecture."""
 
@@ -83,8 +98,12 @@ def index(fork):
     except SystemExit:
         return None
     fields = apt.index_fields(opts, "%s:%s" % (c["package"], fork.arch))
+    if not fields.get("Version") and not fields.get("SHA256"):
+        raise Unavailable("sid-unreachable", "%s's index has no %s for %s"
+                          % (c["suite"], c["package"], fork.arch))
     if not fields.get("Version") or not fields.get("SHA256"):
-        die("%s's index has no %s for %s" % (c["suite"], c["package"], fork.arch))
+        die("%s's index lists %s for %s without both a version and a sha256: %r"
+            % (c["suite"], c["package"], fork.arch, fields))
     return Index(fields)
 
 
@@ -154,8 +173,9 @@ class SidRoot:
         entry = index(self.fork)
         if entry is None:
             if not os.path.exists(self._info_path()):
-                die("cannot reach the Debian archive to learn which %s %s serves, and no "
-                    "root was made before (%s)" % (c["package"], c["suite"], rel(self.root)))
+                raise Unavailable("sid-unreachable", "cannot reach the Debian archive to learn "
+                                  "which %s %s serves, and no root was made before (%s)"
+                                  % (c["package"], c["suite"], rel(self.root)))
             with open(self._info_path()) as f:
                 self.version, self.sha256 = f.read().split()
             # At least the .deb the root came from is the one verified then.
@@ -170,6 +190,10 @@ class SidRoot:
         if os.path.exists(self._info_path()):
             os.unlink(self._info_path())
         pkgs = PACKAGES + ["%s=%s" % (c["package"], entry.version)]
+        if os.geteuid() != 0 and not cross.root_ready(self.fork, c["suite"], pkgs, self.root):
+            raise Unavailable("root", "unpacking Debian %s's %s %s for %s with mmdebstrap "
+                              "needs root here: run this command with sudo"
+                              % (c["suite"], c["package"], entry.version, self.arch))
         # A snapshot mirror serves an expired sid Release file; accept it.
         cross.extract_root(self.fork, c["suite"], pkgs, self.root,
                            "root with %s %s and llama.cpp" % (c["package"], entry.version),

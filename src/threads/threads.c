@@ -21,7 +21,9 @@
  * vkEndCommandBuffer, so that they grow the driver's scratch at the same
  * moment.
  *
- * Prints one JSON summary line.
+ * Prints one JSON summary line, with how long each thread's first
+ * vkEndCommandBuffer took ("first_end_ms"): a thread that waited for
+ * another's growth of the scratch took as long as that growth.
  */
 
 #define _POSIX_C_SOURCE 200809L /* pthread barriers in strict C11 */
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mf_vk.h"
 
@@ -54,8 +57,17 @@ struct worker {
    struct shared *s;
    unsigned t;
    unsigned ok, oom, other;
+   double first_end_ms;
    pthread_t thread;
 };
+
+static double
+now_ms(void)
+{
+   struct timespec ts;
+   clock_gettime(CLOCK_MONOTONIC, &ts);
+   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 static VkCommandBuffer
 allocate(struct shared *s, VkCommandPool pool)
@@ -108,7 +120,10 @@ work(void *arg)
       }
       if (s->end_together)
          pthread_barrier_wait(&s->end_barrier);
+      double t0 = now_ms();
       VkResult res = vkEndCommandBuffer(cmd);
+      if (r == 0)
+         w->first_end_ms = now_ms() - t0;
       w->ok += res == VK_SUCCESS;
       w->oom += res == VK_ERROR_OUT_OF_DEVICE_MEMORY;
       w->other += res != VK_SUCCESS && res != VK_ERROR_OUT_OF_DEVICE_MEMORY;
@@ -226,7 +241,10 @@ main(int argc, char **argv)
    mf_instance_destroy(&mi);
    printf("{\"summary\": true, \"threads\": %u, \"rounds\": %u, \"ok\": %u, "
           "\"out_of_device_memory\": %u, \"other\": %u, "
-          "\"validation_messages\": %u}\n",
+          "\"validation_messages\": %u, \"first_end_ms\": [",
           threads, rounds, ok, oom, other, messages);
+   for (unsigned t = 0; t < threads; t++)
+      printf("%s%.1f", t ? ", " : "", w[t].first_end_ms);
+   printf("]}\n");
    return messages ? 3 : other ? 1 : 0;
 }
