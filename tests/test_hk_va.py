@@ -13,10 +13,13 @@ GiB = 1 << 30
 
 
 def probe(*args, sysmem_gib=80, model="m1max", status=0):
-    """Runs the probe; returns (GiB held, what stopped it, VkResult, RSS MiB,
-    stderr)."""
+    """Runs the probe, on a machine the shim models with 2 TiB of RAM, so
+    that the heap or the VA window stops it, not the memory budget
+    (HK_MEMORY_LIMITS); returns (GiB held, what stopped it, VkResult, RSS
+    MiB, stderr)."""
     r = run([bin_path("mesa-fork-va-probe")] + list(args),
-            env=shim_env("asahi", ASAHI_SHIM_DEVICE=model, HK_SYSMEM=str(sysmem_gib * GiB)))
+            env=shim_env("asahi", ASAHI_SHIM_DEVICE=model, HK_SYSMEM=str(sysmem_gib * GiB),
+                         DRM_SHIM_RAM=str(2 << 40)))
     m = re.search(r"^held: ([0-9.]+) GiB in (\d+) blocks; stopped by (.*): (\S+)$",
                   r.stdout, re.M)
     rss = re.search(r"^rss: (\d+) MiB$", r.stdout, re.M)

@@ -16,7 +16,9 @@
  * Before the first block, after every GiB held and before freeing, it
  * prints a "memory:" line: bytes held, the heap's size, and when the device
  * has VK_EXT_memory_budget the heap's budget and usage, in bytes and GiB
- * ("budget=none usage=none" without it).
+ * ("budget=none usage=none" without it). After freeing every block it
+ * prints the same as a "freed:" line: what freeing gave back at once.
+ * It also prints maxMemoryAllocationSize and maxBufferSize ("limits:").
  *
  * On Apple hardware, run it with HK_SYSMEM raised (in bytes) to see the VA
  * window rather than Honeykrisp's heap size stop it; the kernel and the
@@ -74,8 +76,8 @@ has_memory_budget(VkPhysicalDevice pd)
  * and its budget and usage when the device reports them.
  */
 static void
-print_memory(VkPhysicalDevice pd, bool budget, uint32_t heap,
-             unsigned long long held)
+print_memory_as(const char *what, VkPhysicalDevice pd, bool budget,
+                uint32_t heap, unsigned long long held)
 {
    VkPhysicalDeviceMemoryBudgetPropertiesEXT mb = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
@@ -87,7 +89,7 @@ print_memory(VkPhysicalDevice pd, bool budget, uint32_t heap,
    vkGetPhysicalDeviceMemoryProperties2(pd, &mp);
    const double gib = 1ull << 30;
    unsigned long long size = mp.memoryProperties.memoryHeaps[heap].size;
-   printf("memory: held=%llu heap=%llu", held, size);
+   printf("%s: held=%llu heap=%llu", what, held, size);
    if (budget) {
       unsigned long long b = mb.heapBudget[heap], u = mb.heapUsage[heap];
       printf(" budget=%llu usage=%llu (GiB: held %.2f, heap %.2f, budget "
@@ -99,6 +101,34 @@ print_memory(VkPhysicalDevice pd, bool budget, uint32_t heap,
              held / gib, size / gib);
    }
    fflush(stdout);
+}
+
+static void
+print_memory(VkPhysicalDevice pd, bool budget, uint32_t heap,
+             unsigned long long held)
+{
+   print_memory_as("memory", pd, budget, heap, held);
+}
+
+/* maxMemoryAllocationSize and maxBufferSize (0 without Vulkan 1.3). */
+static void
+print_limits(VkPhysicalDevice pd)
+{
+   VkPhysicalDeviceMaintenance4Properties m4 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES,
+   };
+   VkPhysicalDeviceMaintenance3Properties m3 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+      .pNext = &m4,
+   };
+   VkPhysicalDeviceProperties2 p2 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+      .pNext = &m3,
+   };
+   vkGetPhysicalDeviceProperties2(pd, &p2);
+   printf("limits: maxMemoryAllocationSize=%llu maxBufferSize=%llu\n",
+          (unsigned long long)m3.maxMemoryAllocationSize,
+          (unsigned long long)m4.maxBufferSize);
 }
 
 static int
@@ -161,6 +191,7 @@ main(int argc, char **argv)
           touch ? ", first and last page written" : ", not touched",
           target_gib ? "" : ", until an allocation fails");
 
+   print_limits(pd);
    const bool budget = has_memory_budget(pd);
    const uint32_t heap_index = d.mp.memoryTypes[type].heapIndex;
    print_memory(pd, budget, heap_index, 0);
@@ -244,6 +275,7 @@ main(int argc, char **argv)
       vkDestroyBuffer(d.dev, bufs[i], NULL);
       vkFreeMemory(d.dev, mems[i], NULL);
    }
+   print_memory_as("freed", pd, budget, heap_index, 0);
    free(bufs);
    free(mems);
    mf_device_destroy(&d);
