@@ -189,6 +189,7 @@ SKIP_CAUSES = {
     "namespace": "a GPU to hide and no mount namespace to hide it in",
     "sid-unreachable": "Debian sid's archive cannot be reached, or does not serve the architecture",
     "sid-moved": "a finding: sid serves another Mesa than config/fork.ini records",
+    "mesa-disabled": "gtest cases Mesa's own source disables (DISABLED_), which no run runs",
 }
 
 

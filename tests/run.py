@@ -22,6 +22,7 @@ meson SKIP included, is a failure.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,7 +43,8 @@ class Tally:
 
     def skip(self, name, cause, detail):
         self.skipped.append((name, cause, detail))
-        print("SKIP %s: [%s] %s" % (name, cause, detail.splitlines()[0]), flush=True)
+        print("SKIP %s: [%s] %s" % (name, cause, (detail.splitlines() or [""])[0]),
+              flush=True)
 
     def skip_line(self):
         """'N skipped' and how many of each cause."""
@@ -84,9 +86,13 @@ def judge_meson(tests, rows, returncode, suites):
     for r in rows:
         short = r["name"].partition(" / ")[2] or r["name"]
         seen.add(short)
-        ok = r["result"] == "OK"
-        out.append((r["name"], ok, "" if ok else "%s: %s" % (r["result"],
-                                                             r.get("stdout", "")[-3000:])))
+        stdout = r.get("stdout", "")
+        # A gtest binary exits 0 when cases skipped (GTEST_SKIP): a skip
+        # the run did not choose is a failure here as in Python.
+        skipped = re.findall(r"^\[  SKIPPED \] (\S+)", stdout, re.M)
+        ok = r["result"] == "OK" and not skipped
+        why = r["result"] if r["result"] != "OK" else "gtest cases skipped: %s" % skipped
+        out.append((r["name"], ok, "" if ok else "%s: %s" % (why, stdout[-3000:])))
     for t in tests:
         if picked(t) and t["name"] not in seen:
             out.append((t["name"], False, "selected but meson test did not report it"))
@@ -95,6 +101,17 @@ def judge_meson(tests, rows, returncode, suites):
                     % returncode))
     if not rows:
         out.append(("meson test", False, "ran nothing (exit %d)" % returncode))
+    return out
+
+
+def disabled_gtests(rows):
+    """(row name, number) of gtest cases Mesa itself disables (DISABLED_),
+    which a gtest binary reports and does not run."""
+    out = []
+    for r in rows:
+        m = re.search(r"YOU HAVE (\d+) DISABLED TESTS?", r.get("stdout", ""))
+        if m:
+            out.append((r["name"], int(m.group(1))))
     return out
 
 
@@ -124,13 +141,21 @@ def meson_suite(tally, label, build, suites, pattern, slow=1):
         with open(log) as f:
             rows = [json.loads(l) for l in f if l.strip()]
     verdicts = judge_meson(json.loads(intro.stdout), rows, r.returncode, suites)
+    row_names = {row["name"] for row in rows}
     for name, ok, detail in verdicts:
-        name = "%s: %s" % (label, name)
-        if pattern and pattern not in name:
+        # -k selects tests, never the verdicts about the run itself (a
+        # suite that held nothing, an exit code the rows do not explain).
+        if pattern and name in row_names and pattern not in "%s: %s" % (label, name):
             continue
+        name = "%s: %s" % (label, name)
         if not ok and not rows:
             detail += "\n" + r.stdout[-2000:]
         tally.add(name, ok, detail)
+    for name, n in disabled_gtests(rows):
+        name = "%s: %s" % (label, name)
+        if not pattern or pattern in name:
+            tally.skip(name, "mesa-disabled", "%d gtest case%s disabled in Mesa's source "
+                       "(DISABLED_), not run" % (n, "s" if n > 1 else ""))
     print("  (%s: %d tests in %.0fs)" % (label, len(rows), time.monotonic() - t0))
 
 
@@ -189,7 +214,7 @@ def summary(tally, elapsed):
         out += ["", "Skipped (not run, not counted as passed), by cause:"]
         for cause in sorted({c for _, c, _ in tally.skipped}):
             out.append("  %s: %s" % (cause, forklib.SKIP_CAUSES[cause]))
-            out += ["    %s: %s" % (name, detail.splitlines()[0])
+            out += ["    %s: %s" % (name, (detail.splitlines() or [""])[0])
                     for name, c, detail in tally.skipped if c == cause]
     out.append("test: took %s" % fmt_time(elapsed))
     out.append(tally.skip_line())

@@ -326,10 +326,11 @@ MASKS = (("stock mask", {}), ("0xf0", {"HK_CDM_BARRIER_MASK": "0xf0"}),
 
 
 # The ordering points each scenario's own API sequence asks for (count 4),
-# written down by hand from src/scenarios/scenarios.c: launch i and launch
-# i + 1 must be separated (separated_gaps), whatever the knobs. Read from the
-# application's commands, not from the driver's output, so that a sync point
-# lost in every mode at once still fails. Launches are the driver's, so a
+# written down by hand from src/scenarios/scenarios.c and the Vulkan rules
+# of each barrier's stages: launch i and launch i + 1 must be separated
+# (separated_gaps), whatever the knobs. Read from the application's
+# commands, not from the driver's output, so that a sync point lost in
+# every mode at once still fails; the driver may separate more. Launches are the driver's, so a
 # transfer (fill, copy, update) or a query write counts as one; the indices
 # say which.
 APP_ORDERING = {
@@ -351,7 +352,10 @@ APP_ORDERING = {
     "secondary": set(),                        # four in a secondary, one after
     "empty": set(),
     "exec-barrier": {0}, "exec-barrier2": {0}, "sync2": {0},
-    "empty-barrier2": {0},                     # an empty vkCmdPipelineBarrier2 still orders
+    # an empty VkDependencyInfo defines no dependency: the driver may
+    # separate the dispatches (the oracle does), the application asked
+    # for nothing
+    "empty-barrier2": set(),
     # dispatch, clear pass, dispatch, barrier, dispatch: only the barrier
     # (the pass is a render command of its own, which separates the first
     # two anyway)
@@ -361,9 +365,14 @@ APP_ORDERING = {
     # fill, dispatch, copy, dispatch, update on ranges of their own:
     # nothing is asked
     "meta": set(),
-    # four rounds of: dispatch, barrier, fill, barrier, indirect dispatch,
-    # barrier to the next round
-    "mixed": set(range(11)),
+    # four rounds of: dispatch, a compute-to-compute barrier, fill (a
+    # transfer, which that barrier does not order), a transfer-to-indirect
+    # barrier, the indirect dispatch, a barrier to the next round's fill
+    # and dispatch: in round r (launches 3r, 3r + 1, 3r + 2) the fill
+    # before the indirect dispatch (3r + 1) and the indirect dispatch
+    # before the next round (3r + 2); the first dispatch comes before the
+    # indirect one through 3r + 1
+    "mixed": {1, 2, 4, 5, 7, 8, 10},
     # four query writes, then the two dispatches: nothing between them;
     # with a barrier between them (launches 4 and 5)
     "timestamp": set(), "timestamp-barrier": {4},

@@ -98,9 +98,9 @@ class Common:
         finds available falls from all of RAM to 1 GiB, the budget is
         usage plus nine tenths of MemAvailable (that in whole MiB), at most
         the heap; it falls with MemAvailable, and the heap does not move. A
-        budget computed from the total memory would not move. On the
-        asahi shim MemAvailable is already lower by what the driver's own
-        BOs pinned (patch 0054); the panthor shim pins nothing."""
+        budget computed from the total memory would not move. On both
+        shims MemAvailable is already lower by what the driver's own BOs
+        pinned (patches 0054, 0056)."""
         ram = 16 * GiB
         seen = []
         for avail in (ram, 12 * GiB, 6 * GiB, 3 * GiB, GiB):
@@ -191,7 +191,7 @@ class HkMemoryBudget(Common, unittest.TestCase):
 class PanvkMemoryBudget(Common, unittest.TestCase):
     driver = "panfrost"
     knob = "PANVK_MEMORY_BUDGET"
-    pins = False
+    pins = True
     host_env = {}
 
     @staticmethod

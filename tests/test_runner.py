@@ -62,6 +62,30 @@ class Skips(unittest.TestCase):
         t = tally_of(T)
         self.assertEqual((len(t.failed), t.skipped), (1, []))
 
+    def test_failing_subtests_and_errors_fail(self):
+        class T(unittest.TestCase):
+            def test_sub(self):
+                for i in range(3):
+                    with self.subTest(i=i):
+                        self.assertNotEqual(i, 1)
+
+            def test_error(self):
+                raise KeyError("harness bug")
+        t = tally_of(T)
+        names = sorted(n for n, _ in t.failed)
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(any("(i=1)" in n for n in names), names)
+        self.assertTrue(any("test_error" in n for n in names), names)
+        self.assertEqual(t.passed, 0)
+
+    def test_an_empty_skip_detail_is_counted(self):
+        class T(unittest.TestCase):
+            def test_x(self):
+                forklib.skip_optional("root", "")
+        t = tally_of(T)
+        self.assertEqual(t.skip_line(), "1 skipped (1 root)")
+        self.assertEqual(run.summary(t, 0)[-1], "0 passed, 0 failed")
+
     def test_expected_failures_and_unexpected_successes_fail(self):
         class T(unittest.TestCase):
             @unittest.expectedFailure
@@ -130,6 +154,18 @@ class MesonRule(unittest.TestCase):
             self.assertEqual([n for n, _ in f], ["mesa:asahi / a"], result)
             self.assertIn(result, f[0][1])
 
+    def test_a_skipped_gtest_case_fails_and_a_disabled_one_is_listed(self):
+        skipped = row("mesa:asahi / a")
+        skipped["stdout"] = "[ RUN      ] X.y\n[  SKIPPED ] X.y\n[  PASSED  ] 0 tests.\n"
+        f = self.failures([skipped, row("mesa:panfrost / b")])
+        self.assertEqual([n for n, _ in f], ["mesa:asahi / a"])
+        self.assertIn("gtest cases skipped: ['X.y']", f[0][1])
+        disabled = row("mesa:panfrost / b")
+        disabled["stdout"] = "[  PASSED  ] 3 tests.\n\n  YOU HAVE 2 DISABLED TESTS\n"
+        self.assertEqual(self.failures([row("mesa:asahi / a"), disabled]), [])
+        self.assertEqual(run.disabled_gtests([row("mesa:asahi / a"), disabled]),
+                         [("mesa:panfrost / b", 2)])
+
     def test_a_renamed_suite_fails(self):
         f = self.failures([row("mesa:asahi / a"), row("mesa:panfrost / b")],
                           suites=("asahi", "panfrost", "panvk"))
@@ -168,6 +204,12 @@ class MesonRule(unittest.TestCase):
             run.meson_suite(tally, "mesa", build, ["asahi", "no-such-suite"], "")
         self.assertEqual([n for n, _ in tally.failed], ["mesa: suite no-such-suite"])
         self.assertEqual(tally.passed, ran)
+        # -k selects tests, not the verdicts about the run.
+        tally = run.Tally()
+        with contextlib.redirect_stdout(io.StringIO()):
+            run.meson_suite(tally, "mesa", build, ["asahi", "no-such-suite"], "NoSuchTest")
+        self.assertEqual(([n for n, _ in tally.failed], tally.passed),
+                         (["mesa: suite no-such-suite"], 0))
 
     def test_the_configured_suites_each_hold_a_test(self):
         for arch in forklib.tested_arches():

@@ -406,12 +406,12 @@ class DebianSourcePackage(unittest.TestCase):
                     for o in options]
 
     def test_live_smoke_dpkg_checkbuilddeps_in_the_build_chroots(self):
-        """The one live smoke test of what Debian serves today: the
-        profile's build-dependencies are what the build chroots of
-        `mesa-fork deb` and `deb --arch arm64` (the cross profile) hold,
-        from trixie as the archive has it now, and the full build needs
-        more. Everything else these tests assert runs on stand-in archives
-        (aptlab) or on roots whose packages only carry apt and dpkg."""
+        """The live smoke test of `deb` (docs/testing.md, "What Debian
+        serves today"): the profile's build-dependencies are what the
+        build chroots of `mesa-fork deb` and `deb --arch arm64` (the cross
+        profile) hold, from trixie as the archive has it now, and the full
+        build needs more. The archive tests of this file run on stand-in
+        archives (aptlab)."""
         profile = forklib.config()["debsrc"]["profile"]
         on, off = self.checkbuilddeps("-build", "deb", ["-P", profile], [])
         self.assertEqual(on.returncode, 0, on.stdout + on.stderr)

@@ -602,6 +602,44 @@ class SidRootOutcomes(NoSkip):
         self.assertEqual(kind, "skip", reason)
         self.assertEqual(forklib.parse_skip(reason)[0], "sid-unreachable")
 
+    def index_outcome(self, state_error=None, answers=True, fields=None):
+        """upstream.index() itself, its apt stood in for: apt-get update
+        failing with state_error (or not), the archive answering a
+        connection (or not), apt-cache's fields."""
+        class Fork:
+            work, arch = "/nonexistent", "amd64"
+            conf = forklib.config()
+
+        def private_state(*a, **k):
+            if state_error:
+                raise upstream.apt.StateError(state_error)
+            return "/nonexistent", []
+        with mock.patch.object(upstream.apt, "debian_mirror",
+                               lambda _: ("http://deb.debian.org/debian", None)), \
+                mock.patch.object(upstream.apt, "private_state", private_state), \
+                mock.patch.object(upstream.apt, "index_fields", lambda *a: fields or {}), \
+                mock.patch.object(upstream, "reachable", lambda uri: answers), \
+                contextlib.redirect_stderr(io.StringIO()):
+            try:
+                return upstream.index(Fork())
+            except upstream.Unavailable as e:
+                return ("unavailable", e.cause)
+            except SystemExit as e:
+                return ("fault", str(e.code))
+
+    def test_only_an_archive_that_does_not_answer_is_unreachable(self):
+        """apt failing against an archive that answers (an untrusted
+        signature, a mirror mid-sync, a lock) is a fault, not a skip."""
+        self.assertIsNone(self.index_outcome("E: Failed to fetch", answers=False))
+        self.assertEqual(self.index_outcome("E: The repository is not signed.",
+                                            answers=True)[0], "fault")
+        # An index without the package: sid does not serve the architecture.
+        self.assertEqual(self.index_outcome(fields={}), ("unavailable", "sid-unreachable"))
+        # A version without its sha256 is a broken index.
+        self.assertEqual(self.index_outcome(fields={"Version": "1"})[0], "fault")
+        entry = self.index_outcome(fields={"Version": "1", "SHA256": "ab", "Filename": "f"})
+        self.assertEqual((entry.version, entry.sha256), ("1", "ab"))
+
     def test_a_users_run_skips_only_where_the_root_must_be_made(self):
         ys, (kind, reason) = self.ensure(self.entry(), euid=1000, ready=False)
         self.assertEqual(kind, "skip", reason)

@@ -185,9 +185,15 @@ def source_states(work, suite, codename):
 
 def index_fields(opts, package):
     """The fields of the newest version of package in a private state's
-    index (apt-cache show), or {} when it serves none."""
+    index (apt-cache show), or {} when it serves none; dies when apt-cache
+    fails otherwise."""
     r = subprocess.run(["apt-cache"] + opts + ["show", "--no-all-versions", package],
                        capture_output=True, text=True)
+    if r.returncode != 0:
+        if "No packages found" in r.stderr or "Unable to locate package" in r.stderr:
+            return {}
+        die("apt-cache show %s failed (exit %d): %s" % (package, r.returncode,
+                                                         r.stderr.strip()[-500:]))
     fields = {}
     for line in r.stdout.splitlines():
         if not line.strip():

@@ -40,6 +40,9 @@ def memtypes(fork, platforms, prefix=None):
     sid = upstream.SidRoot(fork)
     try:
         sid.ensure()
+    except upstream.Unavailable as e:
+        print("memtypes: no upstream row: sid's Mesa is not at hand (%s)" % e.reason)
+        sid = None
     except SystemExit:
         print("memtypes: no upstream row: sid's Mesa is not at hand (the error above)")
         sid = None

@@ -29,7 +29,9 @@ import contextlib
 import glob
 import os
 import shutil
+import socket
 import subprocess
+import urllib.parse
 
 from . import apt, cross
 from .config import multiarch
@@ -70,8 +72,9 @@ class Unavailable(SystemExit):
     does not serve the architecture, or the root would have to be made and
     this run is not root's. cause is the tests' name for it
     (tests/forklib.py SKIP_CAUSES). Every other failure to make or check
-    the root (a tool missing, mmdebstrap failing, a .deb whose sha256 is
-    not the index's) stays a plain die(): the tests count it as failed."""
+    the root (a tool missing, apt failing against an archive that
+    answers, mmdebstrap failing, a .deb whose sha256 is not the index's)
+    stays a plain die(): the tests count it as failed."""
 
     def __init__(self, cause, reason):
         # Uncaught, Python prints the message and exits with 1, as die().
@@ -88,15 +91,36 @@ class Index:
         self.filename = fields["Filename"]
 
 
+def reachable(uri, timeout=10):
+    """Whether the archive at uri answers a connection at all (a local
+    path: whether it exists)."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("http", "https"):
+        return os.path.exists(parts.path or uri)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def index(fork):
     """sid's Mesa for fork.arch as the archive's index has it now, or None
-    when apt could not update the index (no network, a mirror mid-sync, a
-    lock held by another run: apt said which above)."""
+    when the archive cannot be reached. apt failing to update the index
+    from an archive that answers (a signature apt does not trust, a
+    mirror mid-sync, a lock held by another run) is a fault: dies with
+    apt's first error."""
     c = _conf(fork)
+    uri, _ = apt.debian_mirror(apt.os_codename())
     try:
-        _, opts = apt.private_state(fork.work, c["suite"], apt.os_codename(), fork.arch)
-    except SystemExit:
-        return None
+        _, opts = apt.private_state(fork.work, c["suite"], apt.os_codename(), fork.arch,
+                                    required=False)
+    except apt.StateError as e:
+        if not reachable(uri):
+            return None
+        die("apt could not update %s's index from %s, which answers: %s"
+            % (c["suite"], uri, e))
     fields = apt.index_fields(opts, "%s:%s" % (c["package"], fork.arch))
     if not fields.get("Version") and not fields.get("SHA256"):
         raise Unavailable("sid-unreachable", "%s's index has no %s for %s"
