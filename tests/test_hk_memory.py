@@ -25,6 +25,9 @@ GiB = 1 << 30
 CARVE_OUT = 300 * MiB
 STOCK = {"HK_MEMORY_LIMITS": "0"}
 INTERNAL_MAX = 64 * MiB
+# What an idle device holds on the shim (M1 Max model), as the probe's
+# first memory line prints it: 25755648 bytes.
+INTERNAL_HK = 25755648
 BUDGET_LINE = re.compile(r"^(memory|freed): held=(\d+) heap=(\d+) budget=(\d+) usage=(\d+)",
                          re.M)
 
@@ -59,6 +62,13 @@ class Probe:
                                  % (" ".join(args), r.returncode, status, r.stdout,
                                     r.stderr[-3000:]))
         self.blocks, self.why, self.result = int(m.group(2)), m.group(3), m.group(4)
+        again = re.search(r"^again: [0-9.]+ GiB in (\d+) blocks of (\d+) MiB; stopped by "
+                          r"(.*): (\S+)$", r.stdout, re.M)
+        if ("--again" in args or "--again-block-mib" in args) != bool(again):
+            raise AssertionError("va-probe %s: an again line %s: %s"
+                                 % (" ".join(args), "missing" if not again else "unasked",
+                                    r.stdout))
+        self.again = int(again.group(1)) if again else None
         self.max_alloc, self.max_buffer = int(lim.group(1)), int(lim.group(2))
         rows = [(k, int(h), int(s), int(b), int(u)) for k, h, s, b, u in
                 BUDGET_LINE.findall(r.stdout)]
@@ -179,10 +189,131 @@ class SmallMacs(unittest.TestCase):
         self.assertLess(p.memory[0][1], GiB)
         self.assertEqual((p.max_alloc, p.max_buffer), (GiB, GiB))
 
+    def test_threads_allocating_at_once_cannot_overcommit_the_budget(self):
+        """Eight threads allocate 1 GiB each at the same moment on an
+        8 GB Mac with 5 GiB available: each allocation counts the others
+        in flight, so at most four are had (4.5 GiB of budget) and the
+        rest refused, and no bind is left for the kernel to fail. One of
+        the four may be refused too, when it was checked while one to be
+        refused was still in flight: the check errs on the side of the
+        machine. Stock creates them all and the shim cannot pin the fifth
+        and later ones."""
+        env = mac(8, 5 * GiB)
+        args = ["--block-mib", "1024", "--target-gib", "8", "--threads", "8"]
+        fork = Probe(args, status=2, **env)
+        stock = Probe(args, status=2, **dict(env, **STOCK))
+        self.assertEqual(fork.pin_failures(), [], fork.stderr)
+        self.assertIn(fork.blocks, (3, 4), fork.stdout)
+        self.assertEqual(fork.result, "VK_ERROR_OUT_OF_DEVICE_MEMORY", fork.stdout)
+        self.assertEqual(len(fork.binds_of(GiB)), fork.blocks, fork.capture)
+        self.assertGreaterEqual(len(stock.pin_failures()), 1, stock.stderr)
+
+    def test_a_refused_allocation_gives_back_what_it_reserved(self):
+        """After a refusal and freeing every block, the same allocations
+        are had again: neither the heap's reservation nor the allocation
+        in flight of a refused block stays counted. Refused by the budget
+        (8 GB Mac, 5 GiB available) and by the heap (HK_SYSMEM of 3 GiB)."""
+        for name, env, blocks in (("budget", mac(8, 5 * GiB), 4),
+                                  ("heap", dict(mac(64, 60 * GiB), HK_SYSMEM=str(3 * GiB)), 3)):
+            with self.subTest(refused_by=name):
+                p = Probe(["--block-mib", "1024", "--target-gib", "8", "--again"], status=2,
+                          **env)
+                self.assertIn("refused: the %s" % ("memory budget" if name == "budget"
+                                                   else "heap holds"), p.stderr)
+                self.assertEqual((p.blocks, p.again), (blocks, blocks), p.stdout)
+                self.assertEqual(p.pin_failures(), [], p.stderr)
+
+    def test_the_bo_cache_is_emptied_before_an_allocation_is_refused(self):
+        """An 8 GB Mac with 1 GiB available: 64 MiB in 2 MiB blocks, freed
+        into the BO cache, where they stay pinned; then one block of
+        870 MiB, which fits the budget only once the cache gives its
+        64 MiB back (841 MiB of room beside a full cache, 899 MiB beside
+        an empty one). The fork empties the cache and has it, with no
+        failed bind."""
+        p = Probe(["--block-mib", "2", "--target-mib", "64", "--again-block-mib", "870"],
+                  status=0, **mac(8, GiB))
+        # The cache did hold the small blocks when the big one came.
+        self.assertGreaterEqual(p.freed[0][3], p.memory[0][3] + 60 * MiB, p.stdout)
+        self.assertEqual(p.again, 1, p.stdout + p.stderr)
+        self.assertNotIn("refused", p.stderr)
+        self.assertEqual(p.pin_failures(), [], p.stderr)
+
+    def test_the_driver_keeps_64_mib_for_its_own_bos(self):
+        """With 400 MiB left beside the device's own BOs, a block of
+        350 MiB fits nine tenths of it but would leave the driver less than
+        the 64 MiB it keeps for the BOs it creates while the application
+        runs (shaders, command buffers): refused, no bind failed. 330 MiB
+        is had."""
+        env = mac(8, 400 * MiB + INTERNAL_HK)
+        p = Probe(["--block-mib", "350", "--target-mib", "350"], status=2, **env)
+        self.assertEqual(p.blocks, 0, p.stdout)
+        m = re.search(r"refused: the memory budget is (\d+) MiB, (\d+) MiB are in use, and "
+                      r"the system has (\d+) MiB available", p.stderr)
+        self.assertTrue(m, p.stderr)
+        budget, usage, available = map(int, m.groups())
+        self.assertEqual(available, 400)
+        self.assertEqual(budget - usage, 400 - 64)
+        self.assertEqual(p.pin_failures(), [], p.stderr)
+        Probe(["--block-mib", "330", "--target-mib", "330"], status=0, **env)
+
     def test_a_malformed_knob_is_reported_and_stock(self):
         p = Probe(["--target-gib", "1"], status=0, HK_MEMORY_LIMITS="of")
         self.assertEqual(p.max_alloc, 128 * GiB)
         self.assertEqual(p.stderr.count('HK_MEMORY_LIMITS="of"'), 1, p.stderr)
+
+
+# The scenarios of mesa-fork-scenarios that record compute work (and
+# events, queries and timestamps), whose every BO the tests below fail in
+# turn. Rendering is left out: hk links graphics shaders at draw time and
+# that path still assumes success (patch 0058).
+COMPUTE_SCENARIOS = ("dispatches", "barrier", "chain", "event", "timestamp", "statistics",
+                     "indirect-fill", "indirect-dispatch", "secondary", "host", "meta",
+                     "mixed", "query-copy", "reset-event", "timeline-waits", "sync2")
+# A scenario's run exits 0 when every call succeeded, 2 when one failed
+# (it names the call and its VkResult), 1 when no device could be made
+# (the physical device's first BOs failed), 77 when the device lacks what
+# it needs; anything else, a signal above all, is a crash.
+CLEAN_EXITS = (0, 1, 2, 77)
+
+
+class OutOfMemoryEverywhere(unittest.TestCase):
+    """Patch 0058: with every BO from the N-th on failing to be created
+    (ASAHI_SHIM_FAIL=GEM_CREATE:N+) or bound (VM_BIND:N+, the kernel
+    failing to pin), for N from the first until the scenario no longer
+    meets a failure, each scenario ends with a Vulkan error or succeeds:
+    never a crash. Stock's crashes are the same runs' signals."""
+
+    def sweep(self, scenario, ioctl):
+        """(N, exit status, the line naming the failed call) of each run."""
+        runs = []
+        for n in range(1, 200):
+            r = run([bin_path("mesa-fork-scenarios"), "--count", "3", scenario],
+                    env=shim_env("asahi", ASAHI_SHIM_FAIL="%s:%d+" % (ioctl, n)), timeout=60)
+            failed = [l for l in r.stderr.splitlines() if " failed: VK_" in l]
+            runs.append((n, r.returncode, failed[-1] if failed else ""))
+            if "fails on request (ASAHI_SHIM_FAIL)" not in r.stderr:
+                if r.returncode != 0:
+                    raise AssertionError("%s with %s:%d+ met no failure and exited %d: %s"
+                                         % (scenario, ioctl, n, r.returncode, r.stderr[-2000:]))
+                return runs
+        raise AssertionError("%s: still meeting failures at %s:200+" % (scenario, ioctl))
+
+    def test_no_crash_when_memory_runs_out_anywhere(self):
+        seen = set()
+        for scenario in COMPUTE_SCENARIOS:
+            for ioctl in ("GEM_CREATE", "VM_BIND"):
+                with self.subTest(scenario=scenario, ioctl=ioctl):
+                    runs = self.sweep(scenario, ioctl)
+                    crashes = [(n, rc) for n, rc, _ in runs if rc not in CLEAN_EXITS]
+                    self.assertEqual(crashes, [], "%s %s: N and exit status" % (scenario, ioctl))
+                    for _, rc, line in runs:
+                        if rc == 2 and "OUT_OF_DEVICE_MEMORY" in line:
+                            seen.add(line.split(" failed:")[0].split(": ", 1)[-1].split("(")[0])
+        # The calls the fixed paths fail: a pipeline, an event, a query
+        # pool, a descriptor pool and a recorded command buffer.
+        for call in ("vkCreateComputePipelines", "vkCreateEvent", "vkCreateQueryPool",
+                     "vkCreateDescriptorPool", "vkEndCommandBuffer"):
+            self.assertIn(call, seen, sorted(seen))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,13 @@ commit no memory, but heapUsage counts what the kernel (the shim) gave the
 process and heapBudget follows MemAvailable. The machine's memory is the
 shim's model (DRM_SHIM_RAM, DRM_SHIM_MEM_AVAILABLE: patch 0053), so that
 the verdicts do not depend on the host's RAM or on what else runs on it;
-one test reads the host's own MemAvailable, within a slack."""
+one test reads the host's own MemAvailable, within a slack. ShimModel
+tests the model's DRM_SHIM_MEM_ANON itself."""
 
+import os
 import re
+import sys
+import tempfile
 import unittest
 
 from forklib import bin_path, run, shim_env
@@ -210,6 +214,53 @@ class PanvkMemoryBudget(Common, unittest.TestCase):
                 with self.subTest(PANVK_MEMORY_BUDGET=knob, ram=ram or "host"):
                     (_, heap, _, _), _ = self.first(PANVK_MEMORY_BUDGET=knob, **env)
                     self.assertEqual(heap, want)
+
+
+# Reads MemAvailable, fills 512 MiB of its own (touched), reads it again.
+FILL = """
+def avail():
+    with open("/proc/meminfo") as f:
+        return int(dict(l.split(":", 1) for l in f)["MemAvailable"].split()[0]) * 1024
+a = avail()
+b = bytearray(512 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+print(a, avail())
+"""
+
+
+class ShimModel(unittest.TestCase):
+    """The shim's model of the machine (patch 0053) itself, in a Python
+    process with the asahi shim preloaded."""
+
+    def fill(self, **env):
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "fill.py")
+            with open(script, "w") as f:
+                f.write(FILL)
+            r = run([sys.executable, script],
+                    env=shim_env("asahi", DRM_SHIM_RAM=str(8 * GiB),
+                                 DRM_SHIM_MEM_AVAILABLE=str(4 * GiB), **env))
+        if r.returncode != 0:
+            raise AssertionError("the fill script failed: %s" % r.stderr[-2000:])
+        before, after = map(int, r.stdout.split())
+        return before, after, r.stderr
+
+    def test_the_process_own_memory_counts_on_request(self):
+        """With DRM_SHIM_MEM_ANON=count, 512 MiB the process fills lower
+        MemAvailable by that much (a few MiB of the interpreter's own
+        aside); without it, or with a malformed value (said once),
+        MemAvailable stays the modelled 4 GiB."""
+        before, after, _ = self.fill(DRM_SHIM_MEM_ANON="count")
+        self.assertLessEqual(before, 4 * GiB)
+        self.assertAlmostEqual(before - after, 512 * MiB, delta=32 * MiB)
+        for value in (None, "yes"):
+            with self.subTest(DRM_SHIM_MEM_ANON=value):
+                env = {"DRM_SHIM_MEM_ANON": value} if value else {}
+                before, after, err = self.fill(**env)
+                self.assertEqual((before, after), (4 * GiB, 4 * GiB))
+                self.assertEqual(err.count('DRM_SHIM_MEM_ANON="yes" is not "count"'),
+                                 1 if value else 0, err)
 
 
 if __name__ == "__main__":

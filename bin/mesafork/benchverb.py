@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
 """`mesa-fork bench`: which measurement to run (hk and panvk in bench.py;
-sync, ops and anv in benchsync.py), each stock vs fork side by side in one
-run, with the upstream column where there is one. Not a test."""
+sync, ops and anv in benchsync.py; memory, macs and shaders in their own
+modules), each stock vs fork side by side in one run, with the upstream
+column where there is one. Not a test."""
 
 import os
 
-from . import bench, benchmem, benchshaders, benchsync
+from . import bench, benchmacs, benchmem, benchshaders, benchsync
 from .config import parse_arches
 from .install import icd_json
 from .proc import die
@@ -20,8 +21,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
     # This machine's build always runs: it is the reference the other
     # architectures' figures are printed next to.
     arches = parse_arches(fork, "%s,%s" % (fork.arch, arch) if arch else None)
-    if len(arches) > 1 and driver not in ("hk", "panvk", "memory", "shaders"):
-        die("bench %s: --arch is for hk, panvk, memory and shaders" % driver)
+    if len(arches) > 1 and driver not in ("hk", "panvk", "memory", "macs", "shaders"):
+        die("bench %s: --arch is for hk, panvk, memory, macs and shaders" % driver)
     if models and driver != "shaders":
         die("bench %s: --models is for shaders" % driver)
     for a in arches[1:]:
@@ -40,6 +41,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
         benchsync.bench_anv(fork.work, prefix, fork.conf)
     elif driver == "memory":
         benchmem.bench_memory(fork, prefix, arches)
+    elif driver == "macs":
+        benchmacs.bench_macs(fork, prefix, arches)
     elif driver == "shaders":
         benchshaders.bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch)
     elif driver == "hk":

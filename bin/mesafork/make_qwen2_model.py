@@ -3,8 +3,10 @@
 2048, feed-forward 11008, 16 heads, 2 KV heads) and a chosen number of
 layers, in F16, with the small tokenizer of a model made by
 test-llama-archs. Runs inside the sid chroot, where python3-gguf lives.
+With "repeat", every block holds the same random weights: a model of many
+GiB written in seconds, for measurements that only load it.
 
-   python3 make_qwen2_model.py TOKENIZER_SOURCE.gguf OUT.gguf [LAYERS]
+   python3 make_qwen2_model.py TOKENIZER_SOURCE.gguf OUT.gguf [LAYERS [repeat]]
 """
 
 import sys
@@ -32,12 +34,20 @@ def copy_tokenizer(reader, writer):
 def main():
     src, out = sys.argv[1], sys.argv[2]
     layers = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+    repeat = sys.argv[4:] == ["repeat"]
+    if sys.argv[4:] and not repeat:
+        sys.exit("make_qwen2_model.py: the fourth argument can only be 'repeat'")
     reader = gguf.GGUFReader(src)
     vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     rng = np.random.default_rng(1234)
 
+    drawn = {}
+
     def w(*shape):
-        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        if repeat and shape in drawn:
+            return drawn[shape]
+        drawn[shape] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        return drawn[shape]
 
     def ones(n):
         return np.ones(n, dtype=np.float32)

@@ -39,11 +39,11 @@ from .install import shim_env_pairs, shim_lib
 from .proc import die, rel, run
 from .sources import sha256
 
-# llama.cpp and its Vulkan backend (bench), the Vulkan loader and the
-# validation layer (tests, bench sync) and the libraries the fork's own
-# drivers link, besides sid's Mesa.
-PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan", "libdrm2",
-            "libexpat1", "libzstd1", "libvulkan1", "vulkan-validationlayers"]
+# llama.cpp and its Vulkan backend and gguf's Python module (bench), the
+# Vulkan loader and the validation layer (tests, bench sync) and the
+# libraries the fork's own drivers link, besides sid's Mesa.
+PACKAGES = ["llama.cpp-tools", "llama.cpp-tests", "libggml0-backend-vulkan", "python3-gguf",
+            "libdrm2", "libexpat1", "libzstd1", "libvulkan1", "vulkan-validationlayers"]
 
 # What a Mesa driver of the fork is called in sid's package: the ICD file
 # usr/share/vulkan/icd.d/<name>_icd.json.

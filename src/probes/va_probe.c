@@ -7,11 +7,23 @@
  * until an allocation fails or the target is reached, then prints what it
  * held and the VkResult that stopped it.
  *
- *   mesa-fork-va-probe [--block-mib N] [--target-gib G] [--touch]
+ *   mesa-fork-va-probe [--block-mib N] [--target-gib G | --target-mib M]
+ *                      [--touch] [--threads T] [--again [--again-block-mib N]]
  *
  * --touch maps each block and writes its first and last page (on a
  * drm-shim that makes those pages of the shim's sparse backing real). Off
  * by default.
+ *
+ * --threads T allocates with T threads in lockstep: in each step every
+ * thread allocates one block at the same moment, until one of them fails
+ * or the target is reached; what two threads allocating at once get from
+ * the driver's checks (on a machine with little memory left, nothing that
+ * the kernel then cannot pin).
+ *
+ * --again, after freeing, allocates once more to the same target (with
+ * --again-block-mib, in blocks of that size) and prints the result as an
+ * "again:" line, then frees: what an application that unloads a model and
+ * loads one again can have, after a failure too.
  *
  * Before the first block, after every GiB held and before freeing, it
  * prints a "memory:" line: bytes held, the heap's size, and when the device
@@ -24,11 +36,15 @@
  * window rather than Honeykrisp's heap size stop it; the kernel and the
  * machine's RAM still apply.
  *
- * Exit status: 0 when it reached the target, or, without a target, when an
- * out-of-memory result stopped it; 2 when a target was given and not
- * reached; 1 on any other failure; 64 on bad arguments.
+ * Exit status (of the first round): 0 when it reached the target, or,
+ * without a target, when an out-of-memory result stopped it; 2 when a
+ * target was given and not reached; 1 on any other failure; 64 on bad
+ * arguments.
  */
 
+#define _POSIX_C_SOURCE 200809L /* pthread barriers in strict C11 */
+
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +53,7 @@
 #include "mf_vk.h"
 
 #define MAX_BLOCKS 16384
+#define MAX_THREADS 16
 
 static long
 rss_mib(void)
@@ -135,25 +152,242 @@ static int
 usage(void)
 {
    fprintf(stderr, "usage: mesa-fork-va-probe [--block-mib N] "
-                   "[--target-gib G] [--touch]\n");
+                   "[--target-gib G | --target-mib M] [--touch] "
+                   "[--threads T] [--again [--again-block-mib N]]\n");
    return 64;
+}
+
+/* One round of allocations: blocks of `block` bytes of memory type `type`
+ * up to `target` bytes (0: until one fails), each with a buffer bound to
+ * it, made by `threads` threads in lockstep.
+ */
+struct round {
+   struct mf_device *d;
+   int type;
+   VkDeviceSize block, target;
+   bool touch;
+   unsigned threads;
+
+   pthread_barrier_t barrier;
+   pthread_mutex_t lock;
+   VkDeviceMemory *mems;
+   VkBuffer *bufs;
+   unsigned n;        /* blocks held */
+   bool done;         /* a thread failed, or the target is reached */
+   VkResult stop;     /* the first failure's result */
+   const char *what;  /* and what failed */
+};
+
+/* Allocates, binds and (with touch) writes one block; returns the result
+ * and, on failure, what failed.
+ */
+static VkResult
+hold_block(struct round *r, VkDeviceMemory *mem, VkBuffer *buf,
+           const char **what)
+{
+   VkDevice dev = r->d->dev;
+   *mem = VK_NULL_HANDLE;
+   *buf = VK_NULL_HANDLE;
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .allocationSize = r->block,
+      .memoryTypeIndex = r->type,
+   };
+   VkResult res = vkAllocateMemory(dev, &mai, NULL, mem);
+   if (res != VK_SUCCESS) {
+      *what = "vkAllocateMemory";
+      *mem = VK_NULL_HANDLE;
+      return res;
+   }
+
+   VkBufferCreateInfo bci = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = r->block,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+   };
+   res = vkCreateBuffer(dev, &bci, NULL, buf);
+   if (res == VK_SUCCESS) {
+      VkMemoryRequirements req;
+      vkGetBufferMemoryRequirements(dev, *buf, &req);
+      if (req.size > r->block || !(req.memoryTypeBits & (1u << r->type))) {
+         fprintf(stderr,
+                 "mesa-fork-va-probe: a %llu MiB buffer needs %llu bytes "
+                 "of memory types 0x%x\n",
+                 (unsigned long long)(r->block >> 20),
+                 (unsigned long long)req.size, req.memoryTypeBits);
+         res = VK_ERROR_UNKNOWN;
+      } else {
+         res = vkBindBufferMemory(dev, *buf, *mem, 0);
+      }
+   }
+   if (res != VK_SUCCESS) {
+      *what = "vkCreateBuffer/vkBindBufferMemory";
+      if (*buf != VK_NULL_HANDLE)
+         vkDestroyBuffer(dev, *buf, NULL);
+      vkFreeMemory(dev, *mem, NULL);
+      *mem = VK_NULL_HANDLE;
+      *buf = VK_NULL_HANDLE;
+      return res;
+   }
+
+   if (r->touch) {
+      void *map;
+      res = vkMapMemory(dev, *mem, 0, VK_WHOLE_SIZE, 0, &map);
+      if (res != VK_SUCCESS) {
+         /* The block is held; only writing it failed. */
+         *what = "vkMapMemory";
+         return res;
+      }
+      memset(map, 0xa5, 4096);
+      memset((char *)map + r->block - 4096, 0x5a, 4096);
+      vkUnmapMemory(dev, *mem);
+   }
+   return VK_SUCCESS;
+}
+
+static void *
+round_thread(void *data)
+{
+   struct round *r = data;
+   for (;;) {
+      /* Every thread allocates at the same moment... */
+      pthread_barrier_wait(&r->barrier);
+      pthread_mutex_lock(&r->lock);
+      bool go = !r->done && r->n < MAX_BLOCKS &&
+                (!r->target || r->n * r->block < r->target);
+      unsigned slot = r->n;
+      if (go)
+         r->n++; /* the slot is this thread's, held or not */
+      pthread_mutex_unlock(&r->lock);
+      /* (every thread has taken its slot before any allocates) */
+      pthread_barrier_wait(&r->barrier);
+
+      VkDeviceMemory mem = VK_NULL_HANDLE;
+      VkBuffer buf = VK_NULL_HANDLE;
+      const char *what = NULL;
+      VkResult res = go ? hold_block(r, &mem, &buf, &what) : VK_SUCCESS;
+
+      pthread_mutex_lock(&r->lock);
+      if (go) {
+         r->mems[slot] = mem;
+         r->bufs[slot] = buf;
+         if (res != VK_SUCCESS && r->stop == VK_SUCCESS) {
+            r->stop = res;
+            r->what = what;
+         }
+      }
+      if (!go || res != VK_SUCCESS)
+         r->done = true;
+      pthread_mutex_unlock(&r->lock);
+
+      /* ...and all see whether one of them failed before the next step. */
+      pthread_barrier_wait(&r->barrier);
+      pthread_mutex_lock(&r->lock);
+      bool done = r->done;
+      pthread_mutex_unlock(&r->lock);
+      if (done)
+         return NULL;
+   }
+}
+
+/* Runs the round; returns the blocks held (mems[i] may be VK_NULL_HANDLE
+ * where a thread's allocation failed).
+ */
+static void
+run_round(struct round *r, VkPhysicalDevice pd, bool budget, uint32_t heap,
+          bool report)
+{
+   r->n = 0;
+   r->done = false;
+   r->stop = VK_SUCCESS;
+   r->what = "target reached";
+   memset(r->mems, 0, MAX_BLOCKS * sizeof(*r->mems));
+   memset(r->bufs, 0, MAX_BLOCKS * sizeof(*r->bufs));
+
+   if (r->threads > 1) {
+      pthread_t tids[MAX_THREADS];
+      pthread_barrier_init(&r->barrier, NULL, r->threads);
+      for (unsigned t = 0; t < r->threads; ++t)
+         pthread_create(&tids[t], NULL, round_thread, r);
+      for (unsigned t = 0; t < r->threads; ++t)
+         pthread_join(tids[t], NULL);
+      pthread_barrier_destroy(&r->barrier);
+      if (r->n == MAX_BLOCKS && r->stop == VK_SUCCESS)
+         r->what = "block limit of the probe";
+      return;
+   }
+
+   while (r->n < MAX_BLOCKS && (!r->target || r->n * r->block < r->target)) {
+      const char *what = NULL;
+      VkResult res = hold_block(r, &r->mems[r->n], &r->bufs[r->n], &what);
+      if (r->mems[r->n] != VK_NULL_HANDLE)
+         r->n++;
+      if (res != VK_SUCCESS) {
+         r->stop = res;
+         r->what = what;
+         return;
+      }
+      if (report && (r->n * r->block) >> 30 != ((r->n - 1) * r->block) >> 30)
+         print_memory(pd, budget, heap, r->n * r->block);
+   }
+   if (r->n == MAX_BLOCKS)
+      r->what = "block limit of the probe";
+}
+
+static unsigned
+blocks_held(const struct round *r)
+{
+   unsigned held = 0;
+   for (unsigned i = 0; i < r->n; ++i)
+      held += r->mems[i] != VK_NULL_HANDLE;
+   return held;
+}
+
+static void
+free_round(struct round *r)
+{
+   for (unsigned i = 0; i < r->n; ++i) {
+      if (r->bufs[i] != VK_NULL_HANDLE)
+         vkDestroyBuffer(r->d->dev, r->bufs[i], NULL);
+      if (r->mems[i] != VK_NULL_HANDLE)
+         vkFreeMemory(r->d->dev, r->mems[i], NULL);
+   }
+}
+
+static bool
+parse_count(const char *arg, unsigned long long max, unsigned long long *out)
+{
+   char *end = NULL;
+   *out = strtoull(arg, &end, 10);
+   return arg[0] >= '0' && arg[0] <= '9' && !*end && *out > 0 && *out <= max;
 }
 
 int
 main(int argc, char **argv)
 {
-   unsigned long long block_mib = 256, target_gib = 0;
-   bool touch = false;
+   unsigned long long block_mib = 256, target_mib = 0, threads = 1;
+   unsigned long long again_block_mib = 0, v;
+   bool touch = false, again = false;
    for (int i = 1; i < argc; ++i) {
-      char *end = NULL;
       if (!strcmp(argv[i], "--block-mib") && i + 1 < argc) {
-         block_mib = strtoull(argv[++i], &end, 10);
-         if (*end || block_mib == 0 || block_mib > 4096)
+         if (!parse_count(argv[++i], 4096, &block_mib))
             return usage();
       } else if (!strcmp(argv[i], "--target-gib") && i + 1 < argc) {
-         target_gib = strtoull(argv[++i], &end, 10);
-         if (*end || target_gib == 0 || target_gib > 4096)
+         if (target_mib || !parse_count(argv[++i], 4096, &v))
             return usage();
+         target_mib = v << 10;
+      } else if (!strcmp(argv[i], "--target-mib") && i + 1 < argc) {
+         if (target_mib || !parse_count(argv[++i], 4096ull << 10, &target_mib))
+            return usage();
+      } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+         if (!parse_count(argv[++i], MAX_THREADS, &threads))
+            return usage();
+      } else if (!strcmp(argv[i], "--again")) {
+         again = true;
+      } else if (!strcmp(argv[i], "--again-block-mib") && i + 1 < argc) {
+         if (!parse_count(argv[++i], 4096, &again_block_mib))
+            return usage();
+         again = true;
       } else if (!strcmp(argv[i], "--touch")) {
          touch = true;
       } else {
@@ -186,98 +420,60 @@ main(int argc, char **argv)
 
    printf("device: %s, driver %s (%s)\n", props.deviceName, drv.driverName,
           drv.driverInfo);
-   printf("heap: %.2f GiB; blocks of %llu MiB%s%s\n",
-          heap->size / (double)(1ull << 30), block_mib,
-          touch ? ", first and last page written" : ", not touched",
-          target_gib ? "" : ", until an allocation fails");
+   printf("heap: %.2f GiB; blocks of %llu MiB%s%s", heap->size / (double)(1ull << 30),
+          block_mib, touch ? ", first and last page written" : ", not touched",
+          target_mib ? "" : ", until an allocation fails");
+   if (threads > 1)
+      printf("; %llu threads in lockstep", threads);
+   printf("\n");
 
    print_limits(pd);
    const bool budget = has_memory_budget(pd);
    const uint32_t heap_index = d.mp.memoryTypes[type].heapIndex;
    print_memory(pd, budget, heap_index, 0);
 
-   const VkDeviceSize block = block_mib << 20;
-   VkDeviceMemory *mems = calloc(MAX_BLOCKS, sizeof(*mems));
-   VkBuffer *bufs = calloc(MAX_BLOCKS, sizeof(*bufs));
-   if (!mems || !bufs) {
+   struct round r = {
+      .d = &d,
+      .type = type,
+      .block = block_mib << 20,
+      .target = target_mib << 20,
+      .touch = touch,
+      .threads = threads,
+      .mems = calloc(MAX_BLOCKS, sizeof(VkDeviceMemory)),
+      .bufs = calloc(MAX_BLOCKS, sizeof(VkBuffer)),
+   };
+   if (!r.mems || !r.bufs) {
       fprintf(stderr, "mesa-fork-va-probe: out of host memory\n");
       return 1;
    }
-   unsigned n = 0;
-   VkResult stop = VK_SUCCESS;
-   const char *what = "target reached";
+   pthread_mutex_init(&r.lock, NULL);
 
-   while (n < MAX_BLOCKS && (!target_gib || n * block < (target_gib << 30))) {
-      VkMemoryAllocateInfo mai = {
-         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-         .allocationSize = block,
-         .memoryTypeIndex = type,
-      };
-      stop = vkAllocateMemory(d.dev, &mai, NULL, &mems[n]);
-      if (stop != VK_SUCCESS) {
-         what = "vkAllocateMemory";
-         break;
-      }
-
-      VkBufferCreateInfo bci = {
-         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-         .size = block,
-         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
-      };
-      stop = vkCreateBuffer(d.dev, &bci, NULL, &bufs[n]);
-      if (stop == VK_SUCCESS) {
-         VkMemoryRequirements req;
-         vkGetBufferMemoryRequirements(d.dev, bufs[n], &req);
-         if (req.size > block || !(req.memoryTypeBits & (1u << type))) {
-            fprintf(stderr,
-                    "mesa-fork-va-probe: a %llu MiB buffer needs %llu bytes "
-                    "of memory types 0x%x\n",
-                    block_mib, (unsigned long long)req.size,
-                    req.memoryTypeBits);
-            stop = VK_ERROR_UNKNOWN;
-         } else {
-            stop = vkBindBufferMemory(d.dev, bufs[n], mems[n], 0);
-         }
-      }
-      if (stop != VK_SUCCESS) {
-         what = "vkCreateBuffer/vkBindBufferMemory";
-         if (bufs[n] != VK_NULL_HANDLE)
-            vkDestroyBuffer(d.dev, bufs[n], NULL);
-         vkFreeMemory(d.dev, mems[n], NULL);
-         break;
-      }
-
-      if (touch) {
-         void *map;
-         stop = vkMapMemory(d.dev, mems[n], 0, VK_WHOLE_SIZE, 0, &map);
-         if (stop != VK_SUCCESS) {
-            what = "vkMapMemory";
-            n++;
-            break;
-         }
-         memset(map, 0xa5, 4096);
-         memset((char *)map + block - 4096, 0x5a, 4096);
-         vkUnmapMemory(d.dev, mems[n]);
-      }
-      n++;
-      if ((n * block) >> 30 != ((n - 1) * block) >> 30)
-         print_memory(pd, budget, heap_index, n * block);
-   }
-   if (n == MAX_BLOCKS && stop == VK_SUCCESS)
-      what = "block limit of the probe";
-
+   run_round(&r, pd, budget, heap_index, true);
+   const unsigned n = blocks_held(&r);
+   const VkResult stop = r.stop;
    printf("held: %.2f GiB in %u blocks; stopped by %s: %s\n",
-          n * (double)block / (1ull << 30), n, what, mf_result_str(stop));
+          n * (double)r.block / (1ull << 30), n, r.what, mf_result_str(stop));
    printf("rss: %ld MiB\n", rss_mib());
-   print_memory(pd, budget, heap_index, n * block);
-
-   for (unsigned i = 0; i < n; ++i) {
-      vkDestroyBuffer(d.dev, bufs[i], NULL);
-      vkFreeMemory(d.dev, mems[i], NULL);
-   }
+   print_memory(pd, budget, heap_index, n * r.block);
+   free_round(&r);
    print_memory_as("freed", pd, budget, heap_index, 0);
-   free(bufs);
-   free(mems);
+
+   if (again) {
+      if (again_block_mib)
+         r.block = again_block_mib << 20;
+      r.threads = 1;
+      run_round(&r, pd, budget, heap_index, false);
+      const unsigned again_n = blocks_held(&r);
+      printf("again: %.2f GiB in %u blocks of %llu MiB; stopped by %s: %s\n",
+             again_n * (double)r.block / (1ull << 30), again_n,
+             (unsigned long long)(r.block >> 20), r.what,
+             mf_result_str(r.stop));
+      free_round(&r);
+   }
+
+   pthread_mutex_destroy(&r.lock);
+   free(r.bufs);
+   free(r.mems);
    mf_device_destroy(&d);
    mf_instance_destroy(&mi);
 
@@ -285,7 +481,7 @@ main(int argc, char **argv)
               stop == VK_ERROR_OUT_OF_HOST_MEMORY;
    if (stop != VK_SUCCESS && !oom)
       return 1;
-   if (target_gib)
-      return n * block >= (target_gib << 30) ? 0 : 2;
+   if (target_mib)
+      return n * (block_mib << 20) >= (target_mib << 20) ? 0 : 2;
    return oom ? 0 : 2;
 }
