@@ -283,14 +283,16 @@ class OutOfMemoryEverywhere(unittest.TestCase):
     meets a failure, each scenario ends with a Vulkan error or succeeds:
     never a crash. Stock's crashes are the same runs' signals."""
 
-    def sweep(self, scenario, ioctl):
-        """(N, exit status, the line naming the failed call) of each run."""
+    def sweep(self, scenario, ioctl, argv=None):
+        """(N, exit status, the line naming the failed call, stdout) of
+        each run."""
+        argv = argv or [bin_path("mesa-fork-scenarios"), "--count", "3", scenario]
         runs = []
         for n in range(1, 200):
-            r = run([bin_path("mesa-fork-scenarios"), "--count", "3", scenario],
-                    env=shim_env("asahi", ASAHI_SHIM_FAIL="%s:%d+" % (ioctl, n)), timeout=60)
+            r = run(argv, env=shim_env("asahi", ASAHI_SHIM_FAIL="%s:%d+" % (ioctl, n)),
+                    timeout=60)
             failed = [l for l in r.stderr.splitlines() if " failed: VK_" in l]
-            runs.append((n, r.returncode, failed[-1] if failed else ""))
+            runs.append((n, r.returncode, failed[-1] if failed else "", r.stdout))
             if "fails on request (ASAHI_SHIM_FAIL)" not in r.stderr:
                 if r.returncode != 0:
                     raise AssertionError("%s with %s:%d+ met no failure and exited %d: %s"
@@ -298,15 +300,34 @@ class OutOfMemoryEverywhere(unittest.TestCase):
                 return runs
         raise AssertionError("%s: still meeting failures at %s:200+" % (scenario, ioctl))
 
+    def test_no_crash_when_the_scratch_cannot_grow(self):
+        """mesa-fork-threads' shader spills: its first dispatch needs the
+        device's scratch, a BO of 2 GiB on the M1 Max model. With it
+        failing, the round's command buffer ends in
+        VK_ERROR_OUT_OF_DEVICE_MEMORY (the probe counts it) and the next
+        round goes on; stock crashed mapping the missing BO."""
+        argv = [bin_path("mesa-fork-threads"), "--threads", "1", "--rounds", "2"]
+        oom_rounds = 0
+        for ioctl in ("GEM_CREATE", "VM_BIND"):
+            with self.subTest(ioctl=ioctl):
+                runs = self.sweep("threads", ioctl, argv)
+                crashes = [(n, rc) for n, rc, _, _ in runs if rc not in CLEAN_EXITS]
+                self.assertEqual(crashes, [], "threads %s: N and exit status" % ioctl)
+                for _, rc, _, out in runs:
+                    m = re.search(r'"out_of_device_memory": (\d+)', out)
+                    if rc == 0 and m:
+                        oom_rounds += int(m.group(1))
+        self.assertGreater(oom_rounds, 0, "no round ended out of device memory")
+
     def test_no_crash_when_memory_runs_out_anywhere(self):
         seen = set()
         for scenario in COMPUTE_SCENARIOS:
             for ioctl in ("GEM_CREATE", "VM_BIND"):
                 with self.subTest(scenario=scenario, ioctl=ioctl):
                     runs = self.sweep(scenario, ioctl)
-                    crashes = [(n, rc) for n, rc, _ in runs if rc not in CLEAN_EXITS]
+                    crashes = [(n, rc) for n, rc, _, _ in runs if rc not in CLEAN_EXITS]
                     self.assertEqual(crashes, [], "%s %s: N and exit status" % (scenario, ioctl))
-                    for _, rc, line in runs:
+                    for _, rc, line, _ in runs:
                         if rc == 2 and "OUT_OF_DEVICE_MEMORY" in line:
                             seen.add(line.split(" failed:")[0].split(": ", 1)[-1].split("(")[0])
         # The calls the fixed paths fail: a pipeline, an event, a query

@@ -391,6 +391,23 @@ class Syncs(unittest.TestCase):
         self.assertIn("VK_ERROR_DEVICE_LOST", r.stderr)
         self.assertIn("the GPU has crashed", r.stderr)
 
+    def test_a_fence_goes_through_a_sync_file_and_a_timeline_reads_back(self):
+        """A fence signalled by a submission, exported as a sync file
+        (SYNCOBJ_HANDLE_TO_FD) and imported into another fence
+        (SYNCOBJ_FD_TO_HANDLE), which waits without complaint; a timeline
+        semaphore signalled to 5 reads 5 (SYNCOBJ_QUERY). The shim answers
+        those ioctls as the kernel's drm_syncobj.c does (patch 0059): a
+        stub there would give the fence no payload and the counter 0."""
+        _, r = capture([bin_path("mesa-fork-hk-uapi"), "sync-fd"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+        for line in ("sync-fd: vkGetFenceFdKHR: VK_SUCCESS",
+                     "sync-fd: exported a file: yes",
+                     "sync-fd: vkImportFenceFdKHR: VK_SUCCESS",
+                     "sync-fd: vkWaitForFences on the imported payload: VK_SUCCESS",
+                     "sync-fd: timeline counter 5"):
+            self.assertIn(line, r.stdout.splitlines())
+        self.assertNotIn("asahi drm-shim", r.stderr)
+
     def test_a_failed_transfer_of_an_empty_submission_loses_the_queue(self):
         """A submission of no command buffer passes its waits and signals
         on with SYNCOBJ_TRANSFER, which the kernel can refuse (ENOMEM, or

@@ -30,6 +30,10 @@
  *   empty-submit   one submission signals a semaphore; a submission of no
  *                  command buffer waits on it and signals a fence, which is
  *                  waited on
+ *   sync-fd        a submission's fence exported as a sync file and
+ *                  imported into another fence, which is waited on; a
+ *                  timeline semaphore signalled to 5 read back (exit 77
+ *                  where fences cannot go through sync files)
  *   render         a dispatch, then a dynamic-rendering pass that clears a
  *                  64x32 colour image and a 64x32 D32_SFLOAT depth image
  *                  and stores both, then a dispatch
@@ -387,6 +391,136 @@ check_empty_submit(VkPhysicalDevice pd)
    return 0;
 }
 
+/* A fence's payload out as a sync file and into another fence
+ * (VK_KHR_external_fence_fd), which is then waited on; and a timeline
+ * semaphore's counter once a submission signalled it.
+ */
+static int
+check_sync_fd(VkPhysicalDevice pd)
+{
+   VkPhysicalDeviceExternalFenceInfo efi = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_FENCE_INFO,
+      .handleType = VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT,
+   };
+   VkExternalFenceProperties efp = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_FENCE_PROPERTIES,
+   };
+   vkGetPhysicalDeviceExternalFenceProperties(pd, &efi, &efp);
+   const VkExternalFenceFeatureFlags both =
+      VK_EXTERNAL_FENCE_FEATURE_EXPORTABLE_BIT |
+      VK_EXTERNAL_FENCE_FEATURE_IMPORTABLE_BIT;
+   if ((efp.externalFenceFeatures & both) != both) {
+      printf("sync-fd: sync files not exportable and importable (0x%x)\n",
+             efp.externalFenceFeatures);
+      return 77;
+   }
+
+   VkPhysicalDeviceVulkan12Features v12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .timelineSemaphore = VK_TRUE,
+   };
+   const char *exts[] = {VK_KHR_EXTERNAL_FENCE_FD_EXTENSION_NAME};
+   struct compute_env e;
+   mf_device_create_ext(&e.d, pd, 0, NULL, &v12, exts, 1);
+   mf_buffer_create(&e.d, 1 << 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1, 0,
+                    &e.buf);
+   mf_compute_create(&e.d, fill_spv, sizeof(fill_spv), 8, e.buf.buf, NULL, 0,
+                     &e.comp);
+   struct mf_device d = e.d;
+   PFN_vkGetFenceFdKHR get_fd =
+      (PFN_vkGetFenceFdKHR)vkGetDeviceProcAddr(d.dev, "vkGetFenceFdKHR");
+   PFN_vkImportFenceFdKHR import_fd =
+      (PFN_vkImportFenceFdKHR)vkGetDeviceProcAddr(d.dev, "vkImportFenceFdKHR");
+
+   VkExportFenceCreateInfo export_info = {
+      .sType = VK_STRUCTURE_TYPE_EXPORT_FENCE_CREATE_INFO,
+      .handleTypes = VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT,
+   };
+   VkFenceCreateInfo exportable = {
+      .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,
+      .pNext = &export_info,
+   };
+   VkFenceCreateInfo plain = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   VkFence done, imported;
+   MF_CHECK(vkCreateFence(d.dev, &exportable, NULL, &done));
+   MF_CHECK(vkCreateFence(d.dev, &plain, NULL, &imported));
+
+   VkCommandBuffer b = mf_begin(&d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
+   dispatch(b, &e);
+   MF_CHECK(vkEndCommandBuffer(b));
+   VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &b,
+   };
+   MF_CHECK(vkQueueSubmit(d.queue, 1, &si, done));
+
+   VkFenceGetFdInfoKHR gfi = {
+      .sType = VK_STRUCTURE_TYPE_FENCE_GET_FD_INFO_KHR,
+      .fence = done,
+      .handleType = VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT,
+   };
+   int fd = -1;
+   VkResult r = get_fd(d.dev, &gfi, &fd);
+   printf("sync-fd: vkGetFenceFdKHR: %s\n", mf_result_str(r));
+   MF_CHECK(r);
+   /* -1 would be an already signalled payload: the point is a real file
+    * going through the kernel's import.
+    */
+   printf("sync-fd: exported a file: %s\n", fd >= 0 ? "yes" : "no (-1)");
+
+   VkImportFenceFdInfoKHR ifi = {
+      .sType = VK_STRUCTURE_TYPE_IMPORT_FENCE_FD_INFO_KHR,
+      .fence = imported,
+      .flags = VK_FENCE_IMPORT_TEMPORARY_BIT,
+      .handleType = VK_EXTERNAL_FENCE_HANDLE_TYPE_SYNC_FD_BIT,
+      .fd = fd,
+   };
+   r = import_fd(d.dev, &ifi);
+   printf("sync-fd: vkImportFenceFdKHR: %s\n", mf_result_str(r));
+   MF_CHECK(r);
+   r = vkWaitForFences(d.dev, 1, &imported, VK_TRUE, UINT64_MAX);
+   printf("sync-fd: vkWaitForFences on the imported payload: %s\n",
+          mf_result_str(r));
+   MF_CHECK(r);
+
+   /* A timeline semaphore signalled to 5 by a submission reads 5. */
+   VkSemaphoreTypeCreateInfo tci = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+   };
+   VkSemaphoreCreateInfo timeline = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+      .pNext = &tci,
+   };
+   VkSemaphore tl;
+   MF_CHECK(vkCreateSemaphore(d.dev, &timeline, NULL, &tl));
+   uint64_t five = 5;
+   VkTimelineSemaphoreSubmitInfo tsi = {
+      .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+      .signalSemaphoreValueCount = 1,
+      .pSignalSemaphoreValues = &five,
+   };
+   VkSubmitInfo sig = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .pNext = &tsi,
+      .signalSemaphoreCount = 1,
+      .pSignalSemaphores = &tl,
+   };
+   MF_CHECK(vkQueueSubmit(d.queue, 1, &sig, VK_NULL_HANDLE));
+   MF_CHECK(vkQueueWaitIdle(d.queue));
+   uint64_t value = 0;
+   MF_CHECK(vkGetSemaphoreCounterValue(d.dev, tl, &value));
+   printf("sync-fd: timeline counter %llu\n", (unsigned long long)value);
+
+   vkDestroySemaphore(d.dev, tl, NULL);
+   vkDestroyFence(d.dev, done, NULL);
+   vkDestroyFence(d.dev, imported, NULL);
+   compute_env_destroy(&e);
+   return 0;
+}
+
 static VkDeviceMemory
 alloc_block(struct mf_device *d, VkDeviceSize size)
 {
@@ -594,6 +728,8 @@ main(int argc, char **argv)
       ret = check_empty_submit(pd);
    else if (!strcmp(check, "render"))
       ret = check_render(pd);
+   else if (!strcmp(check, "sync-fd"))
+      ret = check_sync_fd(pd);
    else {
       fprintf(stderr, "mesa-fork-hk-uapi: unknown check \"%s\"\n", check);
       ret = 2;

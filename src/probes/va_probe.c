@@ -306,9 +306,18 @@ run_round(struct round *r, VkPhysicalDevice pd, bool budget, uint32_t heap,
 
    if (r->threads > 1) {
       pthread_t tids[MAX_THREADS];
-      pthread_barrier_init(&r->barrier, NULL, r->threads);
-      for (unsigned t = 0; t < r->threads; ++t)
-         pthread_create(&tids[t], NULL, round_thread, r);
+      if (pthread_barrier_init(&r->barrier, NULL, r->threads)) {
+         fprintf(stderr, "mesa-fork-va-probe: no barrier for %u threads\n",
+                 r->threads);
+         exit(1);
+      }
+      for (unsigned t = 0; t < r->threads; ++t) {
+         if (pthread_create(&tids[t], NULL, round_thread, r)) {
+            /* The others would wait at the barrier for ever. */
+            fprintf(stderr, "mesa-fork-va-probe: cannot start thread %u\n", t);
+            exit(1);
+         }
+      }
       for (unsigned t = 0; t < r->threads; ++t)
          pthread_join(tids[t], NULL);
       pthread_barrier_destroy(&r->barrier);
