@@ -256,6 +256,19 @@ class SmallMacs(unittest.TestCase):
         self.assertEqual(p.pin_failures(), [], p.stderr)
         Probe(["--block-mib", "330", "--target-mib", "330"], status=0, **env)
 
+    def test_the_usage_is_never_past_the_budget(self):
+        """A 64 MiB heap (HK_SYSMEM) with 40 MiB allocated: the device's
+        own BOs take the usage past the heap. It is reported as the heap,
+        so that the budget (at most the heap) is never below it and a
+        client's budget - usage does not wrap (patch 0039)."""
+        p = Probe(["--block-mib", "40", "--target-mib", "40"], status=0,
+                  HK_SYSMEM=str(64 * MiB))
+        for held, heap, budget, usage in p.memory + p.freed:
+            self.assertLessEqual(usage, budget, p.stdout)
+            self.assertLessEqual(budget, heap, p.stdout)
+        held, heap, budget, usage = p.memory[-1]
+        self.assertEqual((held, usage), (40 * MiB, heap), p.stdout)
+
     def test_a_malformed_knob_is_reported_and_stock(self):
         p = Probe(["--target-gib", "1"], status=0, HK_MEMORY_LIMITS="of")
         self.assertEqual(p.max_alloc, 128 * GiB)
