@@ -213,6 +213,13 @@ class DepsRefusesOffDebian(unittest.TestCase):
 
 
 class DepsOnDebian(unittest.TestCase):
+    def setUp(self):
+        # deps with something to do stops before writing anything when it is
+        # not root (what a user meets is DepsAsUser's).
+        if os.geteuid() != 0:
+            forklib.skip_optional("root", "deps with packages to install or apt to update "
+                                  "needs root")
+
     def test_debian_adds_bookworm_backports_in_the_apt_directory_given(self):
         """The control for the refusals: with a Debian os-release, the same
         sandbox does get its sources entry (bookworm-backports, for meson)

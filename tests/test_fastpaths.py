@@ -44,6 +44,9 @@ def probe(t, driver, *args, **env):
 def sid_root(t):
     """The root of sid's packages (llama.cpp among them) that `test` made
     for t's architecture."""
+    # A root this run cannot make (a user's run, offline) is an optional
+    # skip with its cause; one that failed to be made is a failure.
+    forklib.Yardstick.from_env(t.arch).require()
     root = upstream.SidRoot(t.fork)
     if not os.path.exists(os.path.join(root.root, "usr", "bin", "llama-bench")):
         raise AssertionError("no llama.cpp in %s: 'bin/mesa-fork test' makes it before the "

@@ -43,11 +43,12 @@ class Probe:
     """One run of mesa-fork-va-probe: what it held, what stopped it, its
     memory lines, its limits, its stderr and the shim's capture."""
 
-    def __init__(self, args, status=None, **env):
+    def __init__(self, args, status=None, target=None, **env):
+        t = target or forklib.HOST
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, "cap.jsonl")
-            r = run([bin_path("mesa-fork-va-probe")] + list(args),
-                    env=shim_env("asahi", ASAHI_SHIM_CAPTURE=log, **env))
+            r = t.run([t.bin_path("mesa-fork-va-probe")] + list(args),
+                      env=t.shim_env("asahi", ASAHI_SHIM_CAPTURE=log, **env))
             self.capture = []
             if os.path.exists(log):
                 with open(log) as f:
@@ -273,6 +274,33 @@ class SmallMacs(unittest.TestCase):
         p = Probe(["--target-gib", "1"], status=0, HK_MEMORY_LIMITS="of")
         self.assertEqual(p.max_alloc, 128 * GiB)
         self.assertEqual(p.stderr.count('HK_MEMORY_LIMITS="of"'), 1, p.stderr)
+
+
+class SmallMacsArm64(unittest.TestCase):
+    """The arm64 build, under qemu-user, on #468's and #29270's shapes and
+    with eight threads allocating at once: what the Macs run. The other
+    tests above run on this machine's build only (the arithmetic is the
+    same code; test_arm64 compares the two builds' kernel traffic)."""
+
+    def setUp(self):
+        self.t = forklib.target("arm64")
+
+    def test_468_and_29270_shapes(self):
+        env = mac(8, 5 * GiB)
+        p = Probe(["--block-mib", "1024", "--target-gib", "8"], status=2, target=self.t,
+                  **env)
+        self.assertEqual((p.blocks, p.pin_failures()), (4, []), p.stdout + p.stderr)
+        self.assertIn("hk: vkAllocateMemory of 1024 MiB refused: the memory budget is",
+                      p.stderr)
+        p = Probe(["--block-mib", "353", "--target-gib", "8"], status=0, target=self.t,
+                  **mac(16, 10 * GiB))
+        self.assertEqual((p.pin_failures(), "refused" in p.stderr), ([], False), p.stderr)
+
+    def test_threads_allocating_at_once(self):
+        p = Probe(["--block-mib", "1024", "--target-gib", "8", "--threads", "8"], status=2,
+                  target=self.t, **mac(8, 5 * GiB))
+        self.assertEqual(p.pin_failures(), [], p.stderr)
+        self.assertIn(p.blocks, (3, 4), p.stdout)
 
 
 # The scenarios of mesa-fork-scenarios that record compute work (and
