@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The CLI's own structure and its plain verbs: bin/mesafork has no import
-cycle (one module per concern), every verb's summary is a whole sentence,
+cycle (one module per concern) and bench/ is layered (verb over the
+measurements over shim), every verb's summary is a whole sentence,
 `--version` and `help` answer, and the test runner's -k selects."""
 
 import ast
@@ -16,28 +17,51 @@ from forklib import CLI, run
 PACKAGE = os.path.join(forklib.TOP, "bin", "mesafork")
 
 
+def modules():
+    """Every module of bin/mesafork by its dotted name under the package
+    ('install', 'bench.shim'; a subpackage's __init__.py by the
+    subpackage's name, 'bench') -> its path."""
+    out = {}
+    for path in glob.glob(os.path.join(PACKAGE, "**", "*.py"), recursive=True):
+        parts = os.path.relpath(path, PACKAGE)[:-3].split(os.sep)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
 def import_graph():
     """module -> the bin/mesafork modules it imports, at the top or inside
     a function alike (a function-level import closes a cycle just the same,
-    only later)."""
-    names = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(PACKAGE, "*.py"))}
+    only later). Names as modules() gives them; `from PACKAGE import NAME`
+    counts NAME when it is a module, else PACKAGE."""
+    names = modules()
     graph = {}
-    for name in names:
-        with open(os.path.join(PACKAGE, name + ".py")) as f:
+    for name, path in names.items():
+        with open(path) as f:
             tree = ast.parse(f.read())
+        # The package a relative import starts from.
+        here = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        if here == "__init__":
+            here = ""
         deps = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                if node.level == 1 and node.module:
-                    deps.add(node.module.split(".")[0])
-                elif (node.level == 1 and not node.module) or node.module == "mesafork":
-                    deps.update(a.name for a in node.names)
-                elif node.module and node.module.startswith("mesafork."):
-                    deps.add(node.module.split(".")[1])
+                if node.level:
+                    parts = here.split(".") if here else []
+                    parts = parts[:len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                elif node.module == "mesafork" or (node.module or "").startswith("mesafork."):
+                    base = node.module[len("mesafork."):]
+                else:
+                    continue
+                for a in node.names:
+                    sub = base + "." + a.name if base else a.name
+                    deps.add(sub if sub in names else base)
             elif isinstance(node, ast.Import):
-                deps.update(a.name.split(".")[1] for a in node.names
+                deps.update(a.name[len("mesafork."):] for a in node.names
                             if a.name.startswith("mesafork."))
-        graph[name] = deps & names
+        graph[name] = deps & set(names)
     return graph
 
 
@@ -65,10 +89,45 @@ def cycle(graph):
     return None
 
 
+BENCH = "bench"
+
+
+def bench_layering(graph):
+    """What breaks bin/mesafork/bench's layers, one line each: verb.py
+    over one module per measurement over shim.py, which runs the drivers.
+    shim imports nothing of the package; a measurement imports bench.shim
+    of it and none of install, upstream, chroot, apt (shim runs the
+    drivers for it); only bench.verb imports a measurement; no module
+    outside the package imports it (the CLI, bin/mesa-fork, is no module
+    here)."""
+    inside = {m for m in graph if m == BENCH or m.startswith(BENCH + ".")}
+    shim, verb = BENCH + ".shim", BENCH + ".verb"
+    measurements = inside - {BENCH, shim, verb}
+    out = []
+    if graph[shim] & inside:
+        out.append("%s imports %s" % (shim, ", ".join(sorted(graph[shim] & inside))))
+    for m in sorted(measurements):
+        for dep in sorted(graph[m] & inside - {shim}):
+            out.append("measurement %s imports %s" % (m, dep))
+        for dep in sorted(graph[m] & {"install", "upstream", "chroot", "apt"}):
+            out.append("measurement %s imports %s, not through %s" % (m, dep, shim))
+    for m in sorted(graph):
+        if m != verb:
+            for dep in sorted(graph[m] & measurements):
+                out.append("%s imports measurement %s" % (m, dep))
+        if m not in inside:
+            for dep in sorted(graph[m] & inside):
+                out.append("%s, outside the package, imports %s" % (m, dep))
+    return out
+
+
 class Structure(unittest.TestCase):
     def test_no_import_cycle(self):
         graph = import_graph()
         self.assertIn("deps", graph["install"])
+        # The subpackage's modules are in the graph, by their dotted names.
+        self.assertIn("install", graph["bench.shim"])
+        self.assertIn("bench.shim", graph["bench.hk"])
         self.assertEqual(cycle(graph), None)
 
     def test_the_cycle_finder_finds_one(self):
@@ -79,13 +138,46 @@ class Structure(unittest.TestCase):
         graph["proc"] = graph["proc"] | {"install"}
         self.assertIsNotNone(cycle(graph))
 
+    def test_bench_is_verb_over_measurements_over_shim(self):
+        """Issue 40: every measurement in bin/mesafork/bench, data flowing
+        one way (bench.__init__ says the layers in its docstring)."""
+        graph = import_graph()
+        self.assertEqual(bench_layering(graph), [])
+        self.assertLessEqual({"bench.hk", "bench.panvk", "bench.sync", "bench.ops",
+                              "bench.anv", "bench.memory", "bench.macs", "bench.shaders"},
+                             graph["bench.verb"])
+        with open(modules()[BENCH]) as f:
+            init = ast.parse(f.read())
+        self.assertEqual(len(init.body), 1, "bench/__init__.py holds its docstring only")
+        doc = ast.get_docstring(init)
+        for m in graph:
+            if m.startswith(BENCH + "."):
+                self.assertIn(m.split(".", 1)[1] + ".py", doc)
+
+    def test_the_layering_check_finds_a_break(self):
+        """The control: one measurement importing another, shim importing
+        a measurement, and a module outside importing the package."""
+        graph = import_graph()
+        graph["bench.macs"] = graph["bench.macs"] | {"bench.memory"}
+        graph["bench.shim"] = graph["bench.shim"] | {"bench.hk"}
+        graph["report"] = graph["report"] | {"bench.ops"}
+        self.assertEqual(bench_layering(graph), [
+            "bench.shim imports bench.hk",
+            "measurement bench.macs imports bench.memory",
+            "bench.macs imports measurement bench.memory",
+            "bench.shim imports measurement bench.hk",
+            "report imports measurement bench.ops",
+            "report, outside the package, imports bench.ops"])
+
     def test_no_module_only_re_exports(self):
         """Every module defines something of its own (tool.py re-exported
         other modules' names and nothing else)."""
-        for path in glob.glob(os.path.join(PACKAGE, "*.py")):
+        paths = modules()
+        self.assertIn("bench.shim", paths)
+        for name, path in sorted(paths.items()):
             if path.endswith("__init__.py"):
                 continue
-            with self.subTest(module=os.path.basename(path)), open(path) as f:
+            with self.subTest(module=name), open(path) as f:
                 tree = ast.parse(f.read())
                 own = [n for n in tree.body if isinstance(
                     n, (ast.FunctionDef, ast.ClassDef, ast.Assign))]

@@ -21,7 +21,8 @@ import unittest
 
 import forklib
 from forklib import checks_env, run
-from mesafork import benchshaders, upstream
+from mesafork import upstream
+from mesafork.bench import shaders
 
 PANVK_KNOBS = ("PANVK_SHADER_FLOAT16", "PANVK_INTEGER_DOT_PRODUCT")
 HK_KNOB = "HK_REQUIRED_SUBGROUP_SIZE"
@@ -186,9 +187,9 @@ class FastPaths:
         prints the statistics right after creating the pipeline, the
         compiler prints its line while creating it)."""
         root = sid_root(self.t)
-        model = benchshaders.model_files(root, forklib.WORK, ["dense-q4_0"])["dense-q4_0"]
+        model = shaders.model_files(root, forklib.WORK, ["dense-q4_0"])["dense-q4_0"]
         env = self.t.shim_env("panfrost", BIFROST_MESA_DEBUG="shaderdb",
-                              GGML_VK_PIPELINE_STATS=benchshaders.STATS_FILTER,
+                              GGML_VK_PIPELINE_STATS=shaders.STATS_FILTER,
                               MESA_SHADER_CACHE_DISABLE="true")
         r = root.run_in(["llama-bench", "-m", model, "-r", "1", "-p", "64", "-ub", "64",
                          "-n", "1", "-o", "csv"], env=env, capture=True,
@@ -202,13 +203,13 @@ class FastPaths:
             if m:
                 shaderdb = m.groups()
                 continue
-            h = benchshaders.HEADER_RE.match(line)
+            h = shaders.HEADER_RE.match(line)
             if h:
                 current = {}
                 pairs.append((h.group(1), shaderdb, current))
                 shaderdb = None
                 continue
-            st = benchshaders.STAT_RE.match(line)
+            st = shaders.STAT_RE.match(line)
             if st and current is not None:
                 current[st.group(1)] = st.group(2)
         self.assertGreater(len(pairs), 5, r.stderr[-3000:])
@@ -291,7 +292,7 @@ class BenchShadersParsing(unittest.TestCase):
     ])
 
     def test_parse_run(self):
-        device, pipes, shaderdb = benchshaders.parse_run(self.RUN)
+        device, pipes, shaderdb = shaders.parse_run(self.RUN)
         self.assertEqual(device, "Mali-G610 (panvk) | uma: 1 | fp16: 1 | int dot: 1")
         self.assertEqual(shaderdb, 2)
         self.assertEqual(pipes["matmul_quant_f32_aligned_1"],
@@ -306,18 +307,18 @@ class BenchShadersParsing(unittest.TestCase):
                  "b": {"spills": 1, "fills": 1, "demand": 64},
                  "c": {"spills": 0, "fills": 0, "demand": 80},
                  "d": {"spills": 0, "fills": 0, "demand": 10}}
-        t = benchshaders.totals(pipes)
+        t = shaders.totals(pipes)
         self.assertEqual((t["spilling"], t["spilling, fits"], t["over the file"]), (2, 1, 2))
         self.assertEqual(t["demand"], 224)
         # Drivers that report no demand (upstream) get no such rows
-        t = benchshaders.totals({"a": {"spills": 2, "fills": 5}})
+        t = shaders.totals({"a": {"spills": 2, "fills": 5}})
         self.assertEqual((t["spilling, fits"], t["over the file"]), (None, None))
 
     def test_ratio_is_over_the_rows_both_built(self):
-        a, b = benchshaders.Column("fork", {}), benchshaders.Column("stock", {})
+        a, b = shaders.Column("fork", {}), shaders.Column("stock", {})
         a.pipes = {"m x": {"cycles": 2.0}, "m y": {"cycles": 8.0}}
         b.pipes = {"m x": {"cycles": 4.0}, "m z": {"cycles": 1.0}}
-        self.assertEqual(benchshaders.ratio([a, b], "fork", "stock", "cycles"),
+        self.assertEqual(shaders.ratio([a, b], "fork", "stock", "cycles"),
                          (1, 2.0, 4.0, 0.5))
 
 
@@ -345,10 +346,10 @@ class AssertionBuild(unittest.TestCase):
         q8_1 (integer dot) matmuls and mat-vecs for the quantized types."""
         t = forklib.HOST
         root = sid_root(t)
-        paths = benchshaders.model_files(root, forklib.WORK, list(self.MODELS))
-        env = checks_env(GGML_VK_PIPELINE_STATS=benchshaders.STATS_FILTER,
+        paths = shaders.model_files(root, forklib.WORK, list(self.MODELS))
+        env = checks_env(GGML_VK_PIPELINE_STATS=shaders.STATS_FILTER,
                          MESA_SHADER_CACHE_DISABLE="true",
-                         BIFROST_MESA_DEBUG=benchshaders.FORK_DEBUG["panfrost"])
+                         BIFROST_MESA_DEBUG=shaders.FORK_DEBUG["panfrost"])
         spilled = 0
         for name in self.MODELS:
             with self.subTest(model=name):
@@ -356,12 +357,12 @@ class AssertionBuild(unittest.TestCase):
                                  "-ub", "64,512", "-b", "512", "-n", "4", "-o", "csv"],
                                 env=env, capture=True, timeout=3600)
                 text = r.stdout + r.stderr
-                device, pipes, _ = benchshaders.parse_run(text)
+                device, pipes, _ = shaders.parse_run(text)
                 self.assertEqual(r.returncode, 0, text[-3000:])
                 self.assertNotIn("Assertion", text)
                 # bi_validate_ra checked every allocation and its spill code
-                self.assertNotIn(benchshaders.RA_REJECTED, text)
-                spilled += sum(1 for l in benchshaders.SHADERDB_RE.findall(text)
+                self.assertNotIn(shaders.RA_REJECTED, text)
+                spilled += sum(1 for l in shaders.SHADERDB_RE.findall(text)
                                if " 0:0 spills:fills" not in l)
                 self.assertIn("fp16: 1", device or "")
                 self.assertIn("int dot: 1", device or "")

@@ -9,6 +9,7 @@ creates); every removal goes through proc.remove_owned or
 proc.remove_tree, which stop in one line when neither the directory nor
 one above it holds the mark."""
 
+import glob
 import os
 import re
 import shutil
@@ -217,10 +218,10 @@ class Ownership(unittest.TestCase):
         series.py's scratch worktree (checked, then the worktree it adds)."""
         allowed = {"proc.py": None, "upstreaming.py": 1, "series.py": 2}
         found = {}
-        for name in sorted(os.listdir(PACKAGE)):
-            if not name.endswith(".py"):
-                continue
-            with open(os.path.join(PACKAGE, name)) as f:
+        # Subpackages (bench/) too, by their paths under bin/mesafork.
+        for path in sorted(glob.glob(os.path.join(PACKAGE, "**", "*.py"), recursive=True)):
+            name = os.path.relpath(path, PACKAGE)
+            with open(path) as f:
                 text = f.read()
             n = len(re.findall(r"rmtree\(|\"rm\",|\"clean\"|\"worktree\", \"remove\"|"
                                r"os\.rmdir\(|os\.removedirs\(", text))

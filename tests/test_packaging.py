@@ -18,7 +18,8 @@ import unittest
 
 import aptlab
 import forklib
-from mesafork import apt, bench, chroot, config, deb, proc, upstreaming
+from mesafork import apt, chroot, config, deb, proc, upstreaming
+from mesafork.bench import hk
 
 SAMPLE_LINTIAN = """\
 running with root privileges is not recommended!
@@ -617,7 +618,7 @@ class BenchArithmetic(unittest.TestCase):
                     {"type": "render", "submit": 2}],
                 24: [compute(s, 4, 2) for s in range(6)] + [compute(6, 6, 3)] +
                     [{"type": "render", "submit": 6}] * 4 + [{"type": "bo"}]})
-            per = bench.per_token(runner, lambda log: {"CAPTURE": log}, "m.gguf", (8, 24))
+            per = hk.per_token(runner, lambda log: {"CAPTURE": log}, "m.gguf", (8, 24))
         self.assertEqual(per["submissions"], (7 - 3) / 16)
         self.assertEqual(per["commands"], (11 - 4) / 16)
         self.assertEqual(per["compute_commands"], (7 - 3) / 16)
@@ -632,7 +633,7 @@ class BenchArithmetic(unittest.TestCase):
             runner = FakeRunner(tmp, {
                 1: [compute(0, 2, 1, last="L")],
                 2: [compute(0, 2, 1, terminated=False), compute(1, 1, 1)]})
-            per = bench.per_token(runner, lambda log: {"CAPTURE": log}, "m.gguf", (1, 2))
+            per = hk.per_token(runner, lambda log: {"CAPTURE": log}, "m.gguf", (1, 2))
         self.assertEqual(per["streams_without_final_barrier"], 1)
         self.assertEqual(per["unterminated"], 1)
 

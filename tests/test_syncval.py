@@ -9,7 +9,8 @@ import unittest
 
 import forklib
 from forklib import run
-from mesafork import benchsync, install, syncval
+from mesafork import install, syncval
+from mesafork.bench import anv, sync
 
 LAYER_DIR = install.layer_dir(forklib.PREFIX)
 
@@ -138,19 +139,19 @@ class Parser(unittest.TestCase):
             ds, _ = syncval.parse(stream((0x200, rng)))
             h = ds[1].hazards[0]
             self.assertEqual([(b.offset, b.end) for b in h["prior_ranges"]], [(0x200, 0x1000)])
-            self.assertEqual(benchsync.classify(h), "open-ended (unresolved)")
+            self.assertEqual(sync.classify(h), "open-ended (unresolved)")
 
     def test_bounded_overlap_is_not_called_an_artefact(self):
         ds, _ = syncval.parse(stream((0x880, 0x100)))
         h = ds[1].hazards[0]
-        self.assertEqual(benchsync.classify(h), "bounded overlap")
+        self.assertEqual(sync.classify(h), "bounded overlap")
 
     def test_unmatched_prior_is_unknown(self):
         ds, _ = syncval.parse(stream((0x200, syncval.WHOLE_SIZE),
                                      label_prior="submit 0::SCALE z-0::scale (1,1,1)"))
         h = ds[1].hazards[0]
         self.assertIsNone(h["prior"])
-        self.assertEqual(benchsync.classify(h), "unknown")
+        self.assertEqual(sync.classify(h), "unknown")
 
     def test_message_before_any_dispatch_is_kept(self):
         text = stream((0x200, 0x100)).split("Validation Error", 1)
@@ -167,7 +168,7 @@ class Parser(unittest.TestCase):
         h = ds[1].hazards[0]
         self.assertEqual(sorted((b.offset, b.end) for b in h["prior_ranges"]),
                          [(0x200, 0x1000), (0x900, 0xa00)])
-        self.assertEqual(benchsync.classify(h), "bounded overlap")
+        self.assertEqual(sync.classify(h), "bounded overlap")
 
     def test_known_writes_decide_disjointness(self):
         # A matrix multiply whose result, N (word 1) x stride_d (word 5,
@@ -179,7 +180,7 @@ class Parser(unittest.TestCase):
                 '"data": "40000000"', '"data": "%s"' % "".join(
                     v.to_bytes(4, "little").hex() for v in (0x40, n, 8, 8, 8, 0x100)))
             ds, _ = syncval.parse(text.replace("add (1,1,1)", "matmul_f32_f32_aligned_0 (1,1,1)"))
-            self.assertEqual(benchsync.classify(ds[1].hazards[0]), want, n)
+            self.assertEqual(sync.classify(ds[1].hazards[0]), want, n)
 
     def test_hazard_found_at_submit_is_placed_by_label_and_command_buffer(self):
         # The validation layer's own wording (sid 1.4.363): the current
@@ -203,7 +204,7 @@ class Parser(unittest.TestCase):
         h = ds[2].hazards[0]
         self.assertTrue(h["at_submit"])
         self.assertIs(h["prior"], ds[0])
-        self.assertEqual(benchsync.classify(h), "open-ended (unresolved)")
+        self.assertEqual(sync.classify(h), "open-ended (unresolved)")
 
     def test_hazard_of_another_command_is_not_pinned_on_a_dispatch(self):
         text = stream((0x200, 0x100)).replace("vkCmdDispatch(): READ_AFTER_WRITE",
@@ -227,7 +228,7 @@ class AnvAllocationPairing(unittest.TestCase):
                  ev(ev="alloc", size=65536, type=0, result=0),
                  ev(ioctl="GEM_MMAP_OFFSET", handle=2, flags=4, mode="wc")]
         got = [(a["type"], c["pat_index"], c["size"], mode)
-               for a, c, mode in benchsync.pair_allocations("".join(lines).splitlines())]
+               for a, c, mode in anv.pair_allocations("".join(lines).splitlines())]
         self.assertEqual(got, [(3, 3, 4096, "wb"), (0, 1, 65536, "wc")])
 
 

@@ -100,15 +100,25 @@ def env_script(prefix, files, add):
     next to the system's), the prefix's programs on PATH, and a function
     mesa_fork_off that puts back what the script changed. Every path is
     quoted: a prefix may hold a space, a quote or a $."""
-    bindir = shlex.quote(os.path.join(prefix, "bin"))
-    files = shlex.quote(files)
+    return env_script_text(
+        shlex.quote(files), shlex.quote(os.path.join(prefix, "bin")), add,
+        shlex.quote(os.path.join(prefix, "share", "mesa-fork",
+                                 "env-add.sh" if add else "env.sh")))
+
+
+def env_script_text(files, bindir, add, shown, preamble="", cleanup=()):
+    """env_script's text with files (VK_DRIVER_FILES) and bindir given as
+    shell words, quoted already; shown: the file as its comment names it.
+    preamble runs first (a bundle's finds its directory); cleanup names the
+    preamble's variables, unset at the end."""
     saved = ["PATH"] + (["VK_ADD_DRIVER_FILES"] if add else
                         ["VK_DRIVER_FILES", "VK_ICD_FILENAMES"])
     lines = ["# Source this file to run Vulkan applications on mesa-fork's drivers%s,"
              % (", next to\n# the system's (Vulkan loader 1.3.234 or later)" if add else " only"),
              "# with its programs on PATH; mesa_fork_off undoes it:",
-             "#   . %s" % shlex.quote(os.path.join(prefix, "share", "mesa-fork",
-                                                  "env-add.sh" if add else "env.sh")), ""]
+             "#   . %s" % shown, ""]
+    if preamble:
+        lines += [preamble.rstrip("\n"), ""]
     for var in saved:
         lines.append('[ -n "${%s+set}" ] && _mesa_fork_old_%s=$%s || unset _mesa_fork_old_%s'
                      % (var, var, var, var))
@@ -121,6 +131,8 @@ def env_script(prefix, files, add):
         lines.append("# Vulkan loaders before VK_DRIVER_FILES existed read this one.")
         lines.append("export VK_ICD_FILENAMES=%s" % files)
     lines.append('export PATH=%s"${PATH:+:$PATH}"' % bindir)
+    if cleanup:
+        lines.append("unset %s" % " ".join(cleanup))
     lines += ["", "mesa_fork_off() {"]
     for var in saved:
         lines.append('    if [ -n "$_mesa_fork_set_%s" ]; then export %s="$_mesa_fork_old_%s"; '
@@ -128,6 +140,18 @@ def env_script(prefix, files, add):
         lines.append("    unset _mesa_fork_old_%s _mesa_fork_set_%s" % (var, var))
     lines += ["    unset -f mesa_fork_off", "}", ""]
     return "\n".join(lines)
+
+
+def shims_file(conf):
+    """share/mesa-fork/shims, read by mesa-fork-check: per driver, its
+    drm-shim's file name (in lib/mesa-fork/drm-shim) and the environment
+    that makes it look like the hardware we target."""
+    lines = ["# driver, drm-shim (in lib/mesa-fork/drm-shim), environment; "
+             "read by mesa-fork-check"]
+    for drv, paths in conf["drivers"].items():
+        lines.append(" ".join([drv, os.path.basename(paths.split()[1])] +
+                              ["%s=%s" % kv for kv in shim_env_pairs(conf, drv).items()]))
+    return "\n".join(lines) + "\n"
 
 
 def built_api_version(icd_dir, drv):
@@ -227,6 +251,7 @@ def install_prefix(prefix, build_dir, conf, upstream=False, arch=None, destdir=N
                      env_script(prefix, files, add=True))
     write_if_changed(staged(destdir, os.path.join(share, "release")),
                      driver_info_tag(conf, upstream) + "\n")
+    write_if_changed(staged(destdir, os.path.join(share, "shims")), shims_file(conf))
     if arch:
         write_if_changed(staged(destdir, os.path.join(prefix, ARCH_FILE)), arch + "\n")
     remove_old_manifests(prefix, destdir)

@@ -15,7 +15,7 @@ import platform
 import re
 import subprocess
 
-from .benchsync import BACKEND_OPS as LLAMA_OPS, backend_ops_counts
+from .backendops import BACKEND_OPS as LLAMA_OPS, backend_ops_counts
 from .config import driver_info_tag, host_arch, multiarch, names_release, stock_knobs
 from .install import fork_env, icd_json, list_devices, require_manifests
 from .proc import die, rel

@@ -14,13 +14,11 @@ what happened, and the driver's message when a run failed."""
 
 import os
 import re
-import shutil
 import signal
 
-from . import bench, upstream
-from .benchmem import OFFLOADED_RE
-from .config import stock_knobs
-from .proc import die, make_dirs, step
+from ..config import stock_knobs
+from ..proc import make_dirs, step
+from .shim import OFFLOADED_RE, chroot_shim_env, ensure_models, qwen2_script, sid_root
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -55,12 +53,10 @@ def mac_env(ram_gb, available_gib):
 def ensure_model(root, work, layers):
     """The random qwen2 of `layers` F16 blocks in .work/models, written once
     (every block holds the same weights: the runs only load and decode it)."""
-    tiny, _ = bench.ensure_models(root, work, q4=False)
+    tiny, _ = ensure_models(root, work, q4=False)
     path = os.path.join(work, "models", "qwen2-3b-shapes-f16-%d.gguf" % layers)
     if not os.path.exists(path):
-        script = os.path.join(work, "tmp", "make_qwen2_model.py")
-        make_dirs(os.path.dirname(script))
-        shutil.copyfile(os.path.join(os.path.dirname(__file__), "make_qwen2_model.py"), script)
+        script = qwen2_script(work)
         with step("write a random qwen2 with Qwen2.5-3B shapes, %d layers, F16" % layers):
             root.run_in(["python3", script, tiny, path + ".part", str(layers), "repeat"],
                         quiet=True)
@@ -110,9 +106,9 @@ def run_cell(root, env, model, extra):
 
 def envs(fork, prefix, sid, mac):
     conf = fork.conf
-    run = lambda **knobs: bench.chroot_shim_env(prefix, conf, "asahi",
-                                                MESA_SHADER_CACHE_DISABLE="true",
-                                                **dict(mac, **knobs))
+    run = lambda **knobs: chroot_shim_env(prefix, conf, "asahi",
+                                          MESA_SHADER_CACHE_DISABLE="true",
+                                          **dict(mac, **knobs))
     return {"stock": run(**stock_knobs(conf, "asahi")), "fork": run(),
             "upstream": sid.shim_env(prefix, conf, "asahi", **mac)}
 
@@ -162,8 +158,7 @@ def bench_macs(fork, prefix, arches):
     for a in arches:
         f = fork.for_arch(a)
         p = prefix if a == fork.arch else f.default_prefix
-        sid = upstream.SidRoot(f)
-        sid.ensure()
+        sid = sid_root(f)
         for ram_gb, layers, availables in MACS:
             model, rows, notes = mac_table(f, p, sid, ram_gb, layers, availables, crashes)
             print()

@@ -2,7 +2,7 @@
 """`mesa-fork bench memory`: what llama.cpp learns of device memory on each
 shim, stock vs fork (and sid's Mesa where it builds the driver), in one
 run. Debian sid's llama.cpp, run under qemu-user with sid's root as its
-library prefix (upstream.SidRoot), asks the driver through
+library prefix (upstream.SidRoot, through bench.shim), asks the driver through
 ggml_backend_vk_get_device_memory(): the heap's size as total, and as free
 the budget minus the usage with VK_EXT_memory_budget, the whole heap
 without it. Not a test: it prints figures."""
@@ -14,16 +14,15 @@ import select
 import subprocess
 import sys
 
-from . import bench, upstream
-from .config import stock_knobs
-from .proc import die, make_dirs, step
+from ..config import stock_knobs
+from ..proc import die, make_dirs, step
+from .shim import OFFLOADED_RE, chroot_shim_env, ensure_models, sid_root
 
 LIST_RE = re.compile(r"Vulkan0: (.*) \((\d+) MiB, (\d+) MiB free\)")
 # common_memory_breakdown_print: | - Vulkan0 (NAME) | total = free + (self = model +
 # context + compute) + unaccounted |
 BREAKDOWN_RE = re.compile(r"- Vulkan0 \(.*\)\s*\|\s*(\d+) =\s*(\d+) \+ \(\s*(\d+) =\s*(\d+) \+"
                           r"\s*(\d+) \+\s*(\d+)\) \+\s*(-?\d+) \|")
-OFFLOADED_RE = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 
 # Another process's memory: anonymous pages, each touched, so that they are
 # committed (the shims' BOs, by contrast, commit nothing until written).
@@ -129,8 +128,8 @@ def columns(fork, prefix, driver, sid):
     conf = fork.conf
     # As the upstream column runs (upstream.SidRoot.shim_env): no shader
     # cache shared with other runs.
-    run = lambda **knobs: bench.chroot_shim_env(prefix, conf, driver,
-                                                MESA_SHADER_CACHE_DISABLE="true", **knobs)
+    run = lambda **knobs: chroot_shim_env(prefix, conf, driver,
+                                          MESA_SHADER_CACHE_DISABLE="true", **knobs)
     cols = [Column("stock", sid, run(**stock_knobs(conf, driver))), Column("fork", sid, run())]
     if driver == "panfrost" and fork.arch not in conf["upstream"]["panvk_arches"].split():
         note = "sid builds no panvk for %s" % fork.arch
@@ -213,11 +212,8 @@ def bench_memory(fork, prefix, arches):
     make_dirs(os.path.join(fork.work, "tmp"))
     # One root per architecture, made (or checked against sid's index)
     # once: both shims' tables then run the same sid Mesa.
-    roots = {}
-    for a in arches:
-        roots[a] = upstream.SidRoot(fork.for_arch(a))
-        roots[a].ensure()
-    model, _ = bench.ensure_models(roots[fork.arch], fork.work, q4=False)
+    roots = {a: sid_root(fork.for_arch(a)) for a in arches}
+    model, _ = ensure_models(roots[fork.arch], fork.work, q4=False)
     llama = None
     for a in arches:
         f = fork.for_arch(a)

@@ -16,10 +16,9 @@ the shader cache off. Not a test: it prints figures and ratios."""
 import os
 import re
 
-from . import upstream
-from .bench import chroot_shim_env
-from .config import stock_knobs
-from .proc import die, make_dirs, step
+from ..config import stock_knobs
+from ..proc import die, make_dirs, step
+from .shim import chroot_shim_env, sid_root
 
 # Random-weight models written by llama.cpp's test-llama-archs with a fixed
 # seed (the same tensors on every run and machine), then quantized by
@@ -283,10 +282,7 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
     if any(u < 1 or u > 4096 for u in ubatches):
         die("bench shaders: --ubatch sizes are 1..4096")
     make_dirs(os.path.join(fork.work, "tmp"))
-    roots = {}
-    for a in arches:
-        roots[a] = upstream.SidRoot(fork.for_arch(a))
-        roots[a].ensure()
+    roots = {a: sid_root(fork.for_arch(a)) for a in arches}
     paths = model_files(roots[fork.arch], fork.work, models)
     for a in arches:
         f = fork.for_arch(a)

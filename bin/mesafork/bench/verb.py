@@ -1,15 +1,22 @@
 # SPDX-License-Identifier: MIT
-"""`mesa-fork bench`: which measurement to run (hk and panvk in bench.py;
-sync, ops and anv in benchsync.py; memory, macs and shaders in their own
-modules), each stock vs fork side by side in one run, with the upstream
-column where there is one. Not a test."""
+"""`mesa-fork bench`: which measurement to run (each in its own module of
+this package: hk, panvk, sync, ops, anv, memory, macs, shaders), each stock
+vs fork side by side in one run, with the upstream column where there is
+one. Not a test."""
 
 import os
 
-from . import bench, benchmacs, benchmem, benchshaders, benchsync
-from .config import parse_arches
-from .install import icd_json
-from .proc import die
+from ..config import parse_arches
+from ..install import icd_json
+from ..proc import die
+from .anv import bench_anv
+from .hk import bench_hk
+from .macs import bench_macs
+from .memory import bench_memory
+from .ops import bench_ops
+from .panvk import bench_panvk, bench_panvk_llama
+from .shaders import bench_shaders
+from .sync import bench_sync
 
 
 def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None,
@@ -34,23 +41,23 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
     if not os.path.exists(icd_json(prefix, "asahi")):
         die("bench: nothing installed in %s; run 'bin/mesa-fork install'" % prefix)
     if driver == "sync":
-        benchsync.bench_sync(fork.work, prefix, fork.conf)
+        bench_sync(fork.work, prefix, fork.conf)
     elif driver == "ops":
-        benchsync.bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
+        bench_ops(fork.work, prefix, fork.conf, **({"ops": ops} if ops else {}))
     elif driver == "anv":
-        benchsync.bench_anv(fork.work, prefix, fork.conf)
+        bench_anv(fork.work, prefix, fork.conf)
     elif driver == "memory":
-        benchmem.bench_memory(fork, prefix, arches)
+        bench_memory(fork, prefix, arches)
     elif driver == "macs":
-        benchmacs.bench_macs(fork, prefix, arches)
+        bench_macs(fork, prefix, arches)
     elif driver == "shaders":
-        benchshaders.bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch)
+        bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch)
     elif driver == "hk":
-        bench.bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
+        bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
     else:
-        bench.bench_panvk(fork, prefix, arches=arches)
+        bench_panvk(fork, prefix, arches=arches)
         if not no_llama:
             print()
-            bench.bench_panvk_llama(fork, prefix, arches=arches,
-                                           **({"ubatches": ubatch} if ubatch else {}),
-                                           **({"fas": tuple(fa)} if fa else {}))
+            bench_panvk_llama(fork, prefix, arches=arches,
+                              **({"ubatches": ubatch} if ubatch else {}),
+                              **({"fas": tuple(fa)} if fa else {}))

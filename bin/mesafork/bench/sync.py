@@ -9,17 +9,12 @@ ops, buffer and ranges, and whether the ranges overlap only because a
 binding runs to the end of its buffer."""
 
 import collections
-import contextlib
-import json
 import os
 import re
 
-from . import bench, syncval
-from .apt import os_codename
-from .config import stock_knobs
-from .install import fork_env, layer_dir
-from .measure import memtypes_facts, short_flags
-from .proc import die, make_dirs, step
+from .. import syncval
+from ..proc import die, make_dirs, step
+from .shim import DRIVERS, chroot_shim_env, llama_chroot, synctrace_env
 
 SYNCVAL_ENV = {
     "VK_LAYER_VALIDATE_SYNC": "1",
@@ -29,18 +24,12 @@ SYNCVAL_ENV = {
     "GGML_VK_DEBUG_MARKERS": "1",
     "MESA_FORK_SYNCTRACE": "stdout",
 }
-DRIVERS = ("asahi", "panfrost", "intel")
 WORKLOADS = (("decode", ["-p", "0", "-n", "4"]), ("prefill", ["-p", "64", "-n", "0"]))
 
 
-def layer_env(prefix):
-    return {"VK_INSTANCE_LAYERS": "VK_LAYER_MESAFORK_synctrace:VK_LAYER_KHRONOS_validation",
-            "VK_LAYER_PATH": "/usr/share/vulkan/explicit_layer.d:" + layer_dir(prefix)}
-
-
 def run(chroot, prefix, conf, driver, cmd):
-    env = bench.chroot_shim_env(prefix, conf, driver, **SYNCVAL_ENV)
-    env.update(layer_env(prefix))
+    env = chroot_shim_env(prefix, conf, driver, **SYNCVAL_ENV)
+    env.update(synctrace_env(prefix, khronos=True))
     r = chroot.run_in(cmd, env=env, capture=True)
     dispatches, unplaced = syncval.parse(r.stdout)
     errors = re.findall(r"^Validation Error: \[ ([\w-]+) \]", r.stdout, re.M)
@@ -138,18 +127,6 @@ def scenario_proof(chroot, prefix, conf, driver):
     return out
 
 
-@contextlib.contextmanager
-def llama_chroot(work):
-    """The cached sid chroot with llama.cpp, mounted, and the random qwen3
-    model in it: (chroot, model path)."""
-    chroot = bench.Chroot(work, os_codename())
-    chroot.ensure()
-    make_dirs(os.path.join(work, "tmp"))
-    with chroot.mounted():
-        tiny, _ = bench.ensure_models(chroot, work)
-        yield chroot, tiny
-
-
 def bench_sync(work, prefix, conf):
     results = {}
     with llama_chroot(work) as (chroot, tiny):
@@ -240,152 +217,3 @@ def report(proof, results):
                   h["current"].count,
                   ", ".join(b.text() for b in h["prior_ranges"]) or "?",
                   h["prior"].count if h["prior"] else "?"))
-
-
-def memtype_flags(prefix, conf, knob):
-    """index -> flags of the intel shim's memory types, as
-    mesa-fork-memtypes prints them."""
-    env = fork_env(prefix, conf, shim="intel")
-    env["ANV_CACHED_COHERENT"] = knob
-    facts, err = memtypes_facts([os.path.join(prefix, "bin", "mesa-fork-memtypes")], env)
-    if not facts:
-        die("bench anv: mesa-fork-memtypes failed: %s" % err[-1000:])
-    return {f["index"]: f["flags"] for f in facts if f["kind"] == "type"}
-
-
-def pair_allocations(lines):
-    """Each vkAllocateMemory with the kernel buffer ANV made for it. The
-    shim's log and our layer's events share stdout, both flushed per line,
-    so the buffer is the last GEM_CREATE before the allocation's event; its
-    CPU mapping is the GEM_MMAP_OFFSET of that handle. Returns
-    [(alloc event, create line or None, mmap mode)]."""
-    events = [json.loads(l) for l in lines if l.startswith("{")]
-    # Handles are reused once closed: a mapping belongs to the buffer that
-    # holds the handle when it is made.
-    holder, out, create = {}, [], None
-    for e in events:
-        if e.get("ioctl") == "GEM_CREATE_EXT":
-            create = dict(e, mode="-")
-            holder[e["handle"]] = create
-        elif e.get("ioctl") == "GEM_MMAP_OFFSET" and e["handle"] in holder:
-            holder[e["handle"]]["mode"] = e["mode"]
-        elif e.get("ev") == "alloc":
-            # A failed allocation made no buffer.
-            out.append((e, create if e.get("result") == 0 else None))
-            create = None
-    return [(a, c, c["mode"] if c else "-") for a, c in out]
-
-
-def bench_anv(work, prefix, conf, platform="arl"):
-    """Which memory types and PAT indices llama.cpp's buffers land on, on
-    the intel shim, stock (ANV_CACHED_COHERENT=0) vs fork."""
-    rows = {}
-    with llama_chroot(work) as (chroot, tiny):
-        for label, knob in (("stock", "0"), ("fork", "1")):
-            env = bench.chroot_shim_env(prefix, conf, "intel", INTEL_STUB_GPU_PLATFORM=platform,
-                                        INTEL_STUB_GPU_LOG="/dev/stdout",
-                                        ANV_CACHED_COHERENT=knob, MESA_FORK_SYNCTRACE="stdout",
-                                        VK_INSTANCE_LAYERS="VK_LAYER_MESAFORK_synctrace")
-            env["VK_LAYER_PATH"] = layer_dir(prefix)
-            with step("llama-bench decode on the intel shim (%s), %s" % (platform, label)):
-                r = chroot.run_in(["llama-bench", "-m", tiny, "-p", "0", "-n", "4", "-r", "1"],
-                                  env=env, capture=True)
-            if r.returncode != 0:
-                die("bench anv: llama-bench failed:\n" + r.stderr[-2000:])
-            rows[label] = (pair_allocations(r.stdout.splitlines()),
-                           memtype_flags(prefix, conf, knob))
-    print()
-    print("llama.cpp's allocations on ANV (intel drm-shim, %s): memory type, the PAT index"
-          % platform)
-    print("ANV asks the kernel for, and the CPU mapping; stock = ANV_CACHED_COHERENT=0")
-    print("(ggml allocates its weights, KV cache and compute buffers, then host-visible")
-    print("staging; order as ggml allocates)")
-    print("%-10s | %-44s | %-44s" % ("bytes", "stock: type flags / PAT / map",
-                                     "fork: type flags / PAT / map"))
-    (s_rows, s_types), (f_rows, f_types) = rows["stock"], rows["fork"]
-
-    def cell(row, types):
-        a, c, mode = row
-        flags = short(types.get(a["type"], "?"))
-        return "%d %s / %s / %s" % (a["type"], flags, c["pat_index"] if c else "?", mode)
-
-    if len(s_rows) != len(f_rows):
-        print("(stock made %d allocations and the fork %d: the rows below pair them in order)"
-              % (len(s_rows), len(f_rows)))
-    for s, f in zip(s_rows, f_rows):
-        print("%-10d | %-44s | %-44s" % (s[0]["size"], cell(s, s_types), cell(f, f_types)))
-    return rows
-
-
-def short(flags):
-    return short_flags(flags)
-
-
-# The element-wise and data-movement ops of llama.cpp's dense decode and
-# prefill (see `bench sync`), about 1,700 cases. MUL_MAT (2,469 cases on
-# Honeykrisp) and FLASH_ATTN_EXT (5,332) take --ops: each case also runs
-# on the CPU for the comparison.
-BACKEND_OPS = "ADD,MUL,RMS_NORM,ROPE,SOFT_MAX,SWIGLU,SET_ROWS,GET_ROWS,CPY,SCALE"
-
-
-CASE_RE = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)\(.*\): (OK|FAIL|not supported)")
-
-
-def backend_ops_counts(text):
-    """What a test-backend-ops test run did: cases it ran on the backend
-    (each result line, OK or FAIL), cases the backend does not support,
-    failed cases, and the ops it ran at least one case of."""
-    counts = {"run": 0, "unsupported": 0, "failed": 0, "ops": set()}
-    for line in re.sub(r"\x1b\[[0-9;]*m", "", text or "").splitlines():
-        m = CASE_RE.search(line)
-        if not m:
-            continue
-        if m.group(2) == "not supported":
-            counts["unsupported"] += 1
-            continue
-        counts["run"] += 1
-        counts["failed"] += m.group(2) == "FAIL"
-        counts["ops"].add(m.group(1))
-    return counts
-
-
-def bench_ops(work, prefix, conf, ops=BACKEND_OPS):
-    """llama.cpp's test-backend-ops on each shim, stock and fork: every
-    case is recorded and submitted once; a shim executes nothing, so the
-    comparison with the CPU backend fails and is ignored. What counts is
-    that nothing crashes, the validation layer stays silent, and how many
-    cases and ops the driver takes."""
-    chroot = bench.Chroot(work, os_codename())
-    chroot.ensure()
-    exe = chroot.libexec("llama.cpp-tests/test-backend-ops")
-    rows = []
-    with chroot.mounted():
-        for drv in DRIVERS:
-            # ggml crashes under the layer on panvk (see `bench sync`).
-            layer = drv != "panfrost"
-            for label, knobs in (("stock", stock_knobs(conf, drv)), ("fork", {})):
-                env = bench.chroot_shim_env(prefix, conf, drv, **knobs)
-                if layer:
-                    env.update(VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation",
-                               VK_LAYER_PATH="/usr/share/vulkan/explicit_layer.d",
-                               VK_LAYER_DUPLICATE_MESSAGE_LIMIT="100000")
-                with step("test-backend-ops -o %s on the %s shim, %s" % (ops, drv, label)):
-                    r = chroot.run_in([exe, "test", "-b", "Vulkan0", "-o", ops], env=env,
-                                      capture=True)
-                c = backend_ops_counts(r.stdout)
-                c["errors"] = len(re.findall(r"^Validation Error: ", r.stdout, re.M))
-                rows.append((drv, label, layer, r.returncode, c))
-    print()
-    print("llama.cpp (Debian sid 0.7.0) test-backend-ops test -o %s" % ops)
-    print("on each drm-shim: each case recorded and submitted once; nothing executes, so")
-    print("the CPU comparison is meaningless and ignored. stock = the driver's knobs off.")
-    print("%-10s %-6s %-10s %5s %10s %14s %5s %18s" % (
-        "shim", "run", "layer", "exit", "cases run", "not supported", "ops",
-        "validation errors"))
-    for drv, label, layer, rc, c in rows:
-        print("%-10s %-6s %-10s %5d %10d %14d %5d %18s" % (
-            drv, label, "on" if layer else "off (*)", rc, c["run"], c["unsupported"],
-            len(c["ops"]), c["errors"] if layer else "-"))
-    print("(*) ggml crashes under the validation layer on panvk, a Vulkan 1.1 device;")
-    print("    see docs/changes/hk-lazy-barrier.md")
-    return rows
