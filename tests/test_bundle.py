@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -113,7 +114,8 @@ class Contents(unittest.TestCase):
         m = made()
         self.assertEqual(m["result"].returncode, 0, m["result"].stdout[-4000:])
         self.assertEqual(sorted(os.listdir(m["out"])),
-                         sorted(os.path.basename(archive(a)) for a in ARCHES))
+                         sorted([os.path.basename(archive(a)) for a in ARCHES] +
+                                ["SHA256SUMS"]))
 
     def test_the_build_directory_keeps_the_install_s_options(self):
         """bundle rebuilds the drivers with 'bundle' in driverInfo and puts
@@ -229,6 +231,128 @@ class Audit(unittest.TestCase):
                                  expect_drm)
 
 
+    def test_glibcxx_floor_runpath_execstack_and_machine(self):
+        """The other checks of the audit, each against a control: a lower
+        GLIBCXX floor names the files objdump finds needing more; a program
+        with a RUNPATH and an executable stack, and a bundle audited as the
+        other architecture, are named."""
+        a = ARCHES[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            top = unpack(a, tmp)
+            conf = forklib.Target(a).conf
+            conf["bundle"]["floor"] = re.sub(r"GLIBCXX_\S+", "GLIBCXX_3.4.29",
+                                             conf["bundle"]["floor"])
+            expect = set()
+            for d, _, names in os.walk(top):
+                for n in names:
+                    p = os.path.join(d, n)
+                    if bundle.is_elf(p) and "GLIBCXX_3.4.30" in objdump_versions(p):
+                        expect.add(os.path.relpath(p, top))
+            self.assertTrue(expect)
+            self.assertEqual({f.split(" ")[0] for f in bundle.audit(top, conf)}, expect)
+            conf = forklib.Target(a).conf
+            if a == forklib.HOST.arch:
+                src = os.path.join(tmp, "t.c")
+                with open(src, "w") as f:
+                    f.write("int main(void) { return 0; }\n")
+                subprocess.run(["gcc", "-o", os.path.join(top, "bin", "bad"), src,
+                                "-Wl,-rpath,/builds/x", "-z", "execstack"], check=True)
+                faults = bundle.audit(top, conf)
+                self.assertEqual(len(faults), 2, faults)
+                self.assertIn("bin/bad has RUNPATH /builds/x", faults[0] + faults[1])
+                self.assertIn("bin/bad asks for an executable stack", faults[0] + faults[1])
+                os.unlink(os.path.join(top, "bin", "bad"))
+            other = [x for x in bundle.MACHINES if x != a][0]
+            faults = bundle.audit(top, conf, arch=other)
+            elves = [os.path.relpath(os.path.join(d, n), top) for d, _, ns in os.walk(top)
+                     for n in ns if bundle.is_elf(os.path.join(d, n))]
+            self.assertEqual(sorted({f.split(" ")[0] for f in faults if "of machine" in f}),
+                             sorted(elves))
+
+    def test_no_debug_sections(self):
+        for a in ARCHES:
+            with self.subTest(arch=a), tempfile.TemporaryDirectory() as tmp:
+                top = unpack(a, tmp)
+                for d, _, names in os.walk(top):
+                    for n in names:
+                        p = os.path.join(d, n)
+                        if bundle.is_elf(p):
+                            secs = subprocess.run(["readelf", "-S", "-W", p],
+                                                  stdout=subprocess.PIPE, text=True).stdout
+                            self.assertNotIn(".debug_info", secs, p)
+                            self.assertIn(".symtab", secs, p)
+
+
+class Archive(unittest.TestCase):
+    def test_the_tar_stream_depends_on_the_files_only(self):
+        """Two archives of one staged tree, made under different umasks and
+        times, are the same bytes; members are owned by root, 0755 or
+        0644."""
+        a = ARCHES[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            top = unpack(a, os.path.join(tmp, "one"))
+            os.chmod(os.path.join(top, "SOURCES"), 0o600)
+            first = os.path.join(tmp, "first.tar.zst")
+            bundle.write_archive(top, first, 1700000000)
+            old = os.umask(0o077)
+            try:
+                again = os.path.join(tmp, "again")
+                shutil.copytree(top, os.path.join(again, os.path.basename(top)))
+                for d, dirs, names in os.walk(again):
+                    for n in dirs + names:
+                        os.utime(os.path.join(d, n), (1, 1))
+                second = os.path.join(tmp, "second.tar.zst")
+                bundle.write_archive(os.path.join(again, os.path.basename(top)), second,
+                                     1700000000)
+            finally:
+                os.umask(old)
+            with open(first, "rb") as f1, open(second, "rb") as f2:
+                self.assertEqual(hashlib.sha256(f1.read()).hexdigest(),
+                                 hashlib.sha256(f2.read()).hexdigest())
+            listing = subprocess.run(["tar", "--zstd", "-tvf", first], stdout=subprocess.PIPE,
+                                     text=True).stdout.splitlines()
+            for line in listing:
+                mode, owner = line.split()[:2]
+                self.assertEqual(owner, "0/0", line)
+                self.assertIn(mode, ("drwxr-xr-x", "-rwxr-xr-x", "-rw-r--r--"), line)
+
+    def test_sha256sums_names_each_archive(self):
+        out = made()["out"]
+        with open(os.path.join(out, "SHA256SUMS")) as f:
+            sums = dict(reversed(line.split("  ", 1)) for line in f.read().splitlines())
+        for a in ARCHES:
+            with open(archive(a), "rb") as f:
+                self.assertEqual(sums[os.path.basename(archive(a))],
+                                 hashlib.sha256(f.read()).hexdigest())
+
+
+class Check(unittest.TestCase):
+    def test_another_release_in_driverinfo_or_no_driver_fails(self):
+        """mesa-fork-check fails each driver whose driverInfo does not name
+        the prefix's release, and a prefix that names no driver."""
+        a = forklib.HOST.arch
+        if a not in ARCHES:
+            forklib.skip_optional("arch", "this machine's architecture is not under test")
+        with tempfile.TemporaryDirectory() as tmp:
+            top = unpack(a, tmp)
+            share = os.path.join(top, "share", "mesa-fork")
+            check = os.path.join(top, "bin", "mesa-fork-check")
+            with open(os.path.join(share, "release"), "w") as f:
+                f.write("mesa-fork 999, elsewhere\n")
+            r = subprocess.run([check], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            for drv in forklib.Target(a).conf["drivers"]:
+                self.assertRegex(r.stdout, r"(?m)^%s: FAILED .*does not name "
+                                 r"\(mesa-fork 999, elsewhere\)$" % drv)
+            with open(os.path.join(share, "shims"), "w") as f:
+                f.write("# nothing\n")
+            r = subprocess.run([check], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("names no driver", r.stdout)
+
+
 class Refusals(unittest.TestCase):
     def test_a_dirty_tree_is_refused(self):
         clone = made()["clone"]
@@ -242,6 +366,15 @@ class Refusals(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn("refusing", r.stdout)
         self.assertIn("uncommitted or untracked files (README.md)", r.stdout)
+        self.assertFalse(os.path.exists(out))
+        with open(os.path.join(clone, "src", "new.c"), "w") as f:
+            f.write("int x;\n")
+        try:
+            r = cli(clone, "bundle", "--arch", ARCHES[0], "--out", out)
+        finally:
+            os.unlink(os.path.join(clone, "src", "new.c"))
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("uncommitted or untracked files (src/new.c)", r.stdout)
         self.assertFalse(os.path.exists(out))
 
     def test_a_series_the_mesa_tree_does_not_hold_is_refused(self):
@@ -292,6 +425,13 @@ class FromBundle(unittest.TestCase):
                     self.assertRegex(r.stdout, r"%s: OK on its drm-shim .*, bundle\)" % drv)
                 self.assertTrue(os.path.isfile(os.path.join(prefix, "share", "mesa-fork",
                                                             "bundle", "SOURCES")))
+                # The prefix's env.sh names its paths: any shell sources it.
+                r = subprocess.run(["dash", "-c", '. "$1/share/mesa-fork/env.sh" && '
+                                    'echo "$VK_DRIVER_FILES"', "sh", prefix],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                self.assertEqual(r.stdout.strip().split(":"), [
+                    os.path.join(prefix, "share", "mesa-fork", "icd.d",
+                                 "mesa_fork_%s_icd.json" % d) for d in conf["drivers"]])
                 drv = list(conf["drivers"])[0]
                 r = cli(forklib.TOP, "run", "--prefix", prefix, "--shim", drv, "--",
                         "mesa-fork-vkcheck")
@@ -330,21 +470,59 @@ class FromBundle(unittest.TestCase):
                 os.unlink(os.path.join(top, "bin", "mesa-fork-vkcheck"))
                 self._refused(a, top, "refusing: bin/mesa-fork-vkcheck is missing")
 
-    def test_an_archive_reaching_outside_is_refused(self):
+    def test_hostile_archives_and_manifests_are_refused(self):
+        """Members a bundle never holds, each alone in an archive otherwise
+        well formed: refused with the member named, nothing installed."""
+        def member(name, kind=tarfile.REGTYPE, link=""):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, link
+            info.size = 1 if kind == tarfile.REGTYPE else 0
+            return info
+        cases = {
+            "dotdot": ([member("b/MANIFEST"), member("b/../evil")], "it holds b/../evil"),
+            "absolute": ([member("b/MANIFEST"), member("/tmp/evil")], "it holds /tmp/evil"),
+            "symlink": ([member("b/MANIFEST"), member("b/lib", tarfile.SYMTYPE, "/etc")],
+                        "it holds b/lib"),
+            "hardlink": ([member("b/MANIFEST"), member("b/x", tarfile.LNKTYPE, "b/MANIFEST")],
+                         "it holds b/x"),
+            "fifo": ([member("b/MANIFEST"), member("b/p", tarfile.FIFOTYPE)], "it holds b/p"),
+            "two tops": ([member("b/MANIFEST"), member("c/MANIFEST")],
+                         "more than one top directory"),
+            "file then dir": ([member("b/x"), member("b/x/y")], "refusing"),
+        }
+        for what, (members, expect) in cases.items():
+            with self.subTest(case=what), tempfile.TemporaryDirectory() as tmp:
+                buf = io.BytesIO()
+                with tarfile.open(fileobj=buf, mode="w") as t:
+                    for info in members:
+                        t.addfile(info, io.BytesIO(b"x") if info.size else None)
+                path = os.path.join(tmp, "bad.tar.zst")
+                subprocess.run(["zstd", "-q", "-o", path], input=buf.getvalue(), check=True)
+                prefix = os.path.join(tmp, "p")
+                r = cli(forklib.TOP, "install", "--from-bundle", path, "--prefix", prefix,
+                        "--no-demo")
+                self.assertNotEqual(r.returncode, 0, r.stdout)
+                self.assertIn(expect, r.stdout)
+                self.assertNotIn("Traceback", r.stdout)
+                self.assertFalse(os.path.exists(prefix))
+        a = ARCHES[0]
         with tempfile.TemporaryDirectory() as tmp:
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w") as t:
-                for name in ("mesa-fork-1-amd64/MANIFEST", "mesa-fork-1-amd64/../evil"):
-                    info = tarfile.TarInfo(name)
-                    info.size = 1
-                    t.addfile(info, io.BytesIO(b"x"))
-            path = os.path.join(tmp, "bad.tar.zst")
-            subprocess.run(["zstd", "-q", "-o", path], input=buf.getvalue(), check=True)
-            r = cli(forklib.TOP, "install", "--from-bundle", path, "--prefix",
-                    os.path.join(tmp, "p"), "--no-demo")
-            self.assertNotEqual(r.returncode, 0, r.stdout)
-            self.assertIn("refusing %s: it holds mesa-fork-1-amd64/../evil" % path, r.stdout)
-            self.assertFalse(os.path.exists(os.path.join(tmp, "evil")))
+            top = unpack(a, tmp)
+            with open(os.path.join(top, "MANIFEST"), "a") as f:
+                f.write("%s  ../outside\n" % ("0" * 64))
+            self._refused(a, top, "is not 'sha256  path' with a path inside the bundle")
+
+    def test_a_bundle_of_another_release_is_refused(self):
+        a = ARCHES[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            top = unpack(a, tmp)
+            release = os.path.join(top, "share", "mesa-fork", "release")
+            with open(release, "w") as f:
+                f.write("mesa-fork 999, elsewhere\n")
+            # A MANIFEST that agrees: only the release is wrong.
+            subprocess.run(["sh", "-c", "find . -type f ! -name MANIFEST | sed 's|^./||' | "
+                            "LC_ALL=C sort | xargs sha256sum > MANIFEST"], cwd=top, check=True)
+            self._refused(a, top, "the bundle is mesa-fork 999, elsewhere")
 
 
 class EnvScript(unittest.TestCase):
@@ -372,7 +550,50 @@ class EnvScript(unittest.TestCase):
                                 '${VK_DRIVER_FILES-unset}"', "sh", top], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             self.assertIn("rc=1 unset", r.stdout)
-            self.assertIn("set MESA_FORK_PREFIX", r.stdout)
+            self.assertIn("set MESA_FORK_BUNDLE", r.stdout)
+            want = os.path.join(top, "bin", "mesa-fork-check")
+            # dash with MESA_FORK_BUNDLE, which is gone afterwards; zsh by
+            # itself; bash from a relative path with a CDPATH and a cd
+            # wrapper that prints, which a cd in env.sh would capture.
+            rel = os.path.relpath(top, tmp)
+            for shell, script in (
+                    ("dash", 'MESA_FORK_BUNDLE="$1"; . "$1/share/mesa-fork/env.sh" && '
+                             'echo "${MESA_FORK_BUNDLE-gone}" && command -v mesa-fork-check'),
+                    ("zsh", '. "$1/share/mesa-fork/env.sh" && echo gone && '
+                            'command -v mesa-fork-check'),
+                    ("bash", 'CDPATH=.:/usr; cd() { echo "cd: $*"; builtin cd "$@"; }; '
+                             '. "%s/share/mesa-fork/env.sh" && echo gone && '
+                             'command -v mesa-fork-check' % rel)):
+                with self.subTest(shell=shell):
+                    r = subprocess.run([shell, "-c", script, "sh", top], env=env, cwd=tmp,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
+                    self.assertEqual(r.returncode, 0, r.stdout)
+                    self.assertEqual(r.stdout.splitlines()[-2], "gone", r.stdout)
+                    self.assertEqual(os.path.realpath(r.stdout.splitlines()[-1]), want)
+
+    def test_sourced_twice_or_both_scripts_mesa_fork_off_restores_all(self):
+        a = forklib.HOST.arch
+        if a not in ARCHES:
+            forklib.skip_optional("arch", "this machine's architecture is not under test")
+        with tempfile.TemporaryDirectory() as tmp:
+            top = unpack(a, tmp)
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("VK_", "MESA_FORK"))}
+            env["VK_ADD_DRIVER_FILES"] = "/x.json"
+            show = 'echo "$PATH|${VK_DRIVER_FILES-u}|${VK_ICD_FILENAMES-u}|$VK_ADD_DRIVER_FILES"'
+            for order in (("env.sh", "env.sh"), ("env.sh", "env-add.sh"),
+                          ("env-add.sh", "env.sh")):
+                with self.subTest(order=order):
+                    script = (show + '; . "$1/share/mesa-fork/%s" && . "$1/share/mesa-fork/%s"'
+                              ' && mesa_fork_off && ' % order + show +
+                              ' && ! command -v mesa_fork_off')
+                    r = subprocess.run(["bash", "-c", script, "sh", top], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
+                    self.assertEqual(r.returncode, 0, r.stdout)
+                    before, after = r.stdout.splitlines()[:2]
+                    self.assertEqual(before, after)
 
 
 class InDebianRoots(unittest.TestCase):
@@ -411,7 +632,7 @@ class InDebianRoots(unittest.TestCase):
                     name = os.path.basename(archive(a))
                     script = ('cd "$1" && tar --zstd -xf "$2" && cd "${2%.tar.zst}" && '
                               'sha256sum -c --quiet MANIFEST && '
-                              'MESA_FORK_PREFIX="$PWD" . ./share/mesa-fork/env.sh && '
+                              'MESA_FORK_BUNDLE="$PWD" . ./share/mesa-fork/env.sh && '
                               'mesa-fork-check')
                     env = {"PATH": "/usr/bin:/bin", "HOME": "/home/a user"}
                     if a == forklib.HOST.arch:
@@ -419,7 +640,7 @@ class InDebianRoots(unittest.TestCase):
                                "/bin/sh", "-c", script, "sh", "/home/a user/my bundles", name]
                     else:
                         qemu = upstream.qemu_for(forklib.Target(a).fork)
-                        env["MESA_FORK_WRAPPER"] = "%s -L %s" % (qemu, root)
+                        env["MESA_FORK_WRAPPER"] = "%s -L %s" % (qemu, shlex.quote(root))
                         env["PATH"] = os.environ["PATH"]
                         cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY,
                                "--clear-groups", "--", "/bin/sh", "-c", script, "sh",
@@ -455,12 +676,24 @@ class CiJob(unittest.TestCase):
         # the files bundle writes.
         self.assertTrue(any('"$CI_COMMIT_TAG" = "%s-$R"' % conf["fork"]["name"] in line
                             for line in job["script"]))
-        for a in ("amd64", "arm64"):
-            self.assertEqual(bundle.bundle_name(conf, a),
-                             "%s-%s-%s" % (conf["fork"]["name"], conf["fork"]["release"], a))
-            name = "${CI_COMMIT_TAG}-%s.tar.zst" % a
-            self.assertTrue(any(name in link["url"] and name in link["name"]
-                                for link in links), (name, links))
+        # The files the job uploads are the ones the links name.
+        upload = "".join(line for line in job["script"] if "--upload-file" in line)
+        base = re.search(r'"(\$CI_API_V4_URL/projects/\$CI_PROJECT_ID/packages/generic/[^"]*/)'
+                         r'\$\(basename "\$f"\)"', upload)
+        self.assertTrue(base, upload)
+        out = re.search(r"bundle --arch amd64,arm64 --out (\S+)",
+                        " ".join(job["script"])).group(1)
+        self.assertIn("for f in %s/*.tar.zst %s/SHA256SUMS" % (out, out), upload)
+        for name in ["${CI_COMMIT_TAG}-%s.tar.zst" % a for a in ("amd64", "arm64")] + \
+                ["SHA256SUMS"]:
+            self.assertIn({"name": name, "url": base.group(1) + name},
+                          [{"name": x["name"], "url": x["url"]} for x in links])
+        # The ccache CI keeps in the checkout is ignored, or bundle refuses
+        # the tree as dirty.
+        ccache = ci["variables"]["CCACHE_DIR"].replace("$CI_PROJECT_DIR/", "")
+        r = subprocess.run(["git", "-C", forklib.TOP, "check-ignore", "-q",
+                            os.path.join(ccache, "x")])
+        self.assertEqual(r.returncode, 0, ccache)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
 import tempfile
 
-from . import build, install, series, sources, uapi
-from .config import cross_arches, driver_info_tag, parse_arches
+from . import build, distro, install, series, sources, uapi
+from .config import cross_arches, driver_info_tag, names_release, parse_arches
 from .proc import die, make_dirs, rel, remove_tree, run, step, write_if_changed
 
 BUNDLE_WORD = "bundle"
@@ -29,9 +31,6 @@ MANIFEST = "MANIFEST"
 SOURCES = "SOURCES"
 # A test helper of the tests (a malloc that fails on request), not for users.
 LEFT_OUT = ("libmesa-fork-failmalloc.so",)
-# What a bundle may hold: regular files and directories, under one top
-# directory named as bundle_name() names it.
-NAME_RE = re.compile(r"^[a-z0-9-]+-[0-9]+-[a-z0-9]+$")
 
 
 def bundle_tag(conf, upstream=False):
@@ -102,13 +101,49 @@ def is_elf(path):
         return f.read(4) == b"\x7fELF"
 
 
-def audit(root, conf, readelf="readelf"):
+# e_machine of each architecture a bundle is made for (the ELF spec's
+# EM_X86_64 and EM_AARCH64) and its dynamic loader.
+MACHINES = {"amd64": (62, "ld-linux-x86-64.so.2"), "arm64": (183, "ld-linux-aarch64.so.1")}
+
+
+def elf_machine(path):
+    """(ELF class: 1 32-bit, 2 64-bit, e_machine) of path."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    endian = "little" if head[5] == 1 else "big"
+    return head[4], int.from_bytes(head[18:20], endian)
+
+
+def elf_dynamic_faults(path, shown, readelf):
+    """RPATH/RUNPATH (a relocatable bundle names no directory of the build
+    machine) and an executable stack (which glibc 2.41 refuses to dlopen)."""
+    faults = []
+    d = subprocess.run([readelf, "-d", "-l", "-W", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True).stdout
+    for kind, value in re.findall(r"\((RPATH|RUNPATH)\)\s+Library \w+: \[([^\]]*)\]", d):
+        faults.append("%s has %s %s: a bundle's files find their libraries by soname"
+                      % (shown, kind, value))
+    for flags in re.findall(r"^\s*GNU_STACK(?:\s+\S+){5}\s+(\S+)", d, re.M):
+        if "E" in flags:
+            faults.append("%s asks for an executable stack (GNU_STACK %s)" % (shown, flags))
+    return faults
+
+
+def audit(root, conf, readelf="readelf", arch=None):
     """The faults of every ELF file under root: a needed symbol version newer
-    than the floor (or of a family the floor does not name), a needed
-    library outside the allowed list. Returns a list of lines, empty when
-    the bundle passes."""
+    than the floor, of a family the floor does not name, or without a
+    version number (GLIBC_PRIVATE); a needed library outside the allowed
+    list, or the other architecture's loader; another architecture than
+    arch (default: root's share/mesa-fork/arch); an RPATH or RUNPATH; an
+    executable stack. Returns a list of lines, empty when the bundle
+    passes."""
     floor = parse_floor(conf["bundle"]["floor"])
     allowed = set(conf["bundle"]["allowed_libraries"].split())
+    if arch is None:
+        with open(os.path.join(root, "share", "mesa-fork", "arch")) as f:
+            arch = f.read().strip()
+    machine, loader = MACHINES[arch]
+    other_loaders = {ld for a, (_, ld) in MACHINES.items() if a != arch}
     faults = []
     for dirpath, _, files in os.walk(root):
         for name in sorted(files):
@@ -116,14 +151,20 @@ def audit(root, conf, readelf="readelf"):
             if os.path.islink(path) or not is_elf(path):
                 continue
             shown = os.path.relpath(path, root)
+            cls, em = elf_machine(path)
+            if (cls, em) != (2, machine):
+                faults.append("%s is an ELF file of machine %d (class %d), not %s's %d"
+                              % (shown, em, cls, arch, machine))
             needed, versions = elf_needs(path, readelf)
             for lib in needed:
-                if lib not in allowed:
-                    faults.append("%s needs %s, which is not in [bundle] allowed_libraries"
-                                  % (shown, lib))
+                if lib not in allowed or lib in other_loaders:
+                    faults.append("%s needs %s, which is not in [bundle] allowed_libraries%s"
+                                  % (shown, lib, " for %s" % arch if lib in allowed else ""))
             for ver in sorted(versions):
                 k = version_key(ver)
                 if k is None:
+                    faults.append("%s needs %s, a symbol version without a number (private "
+                                  "to the library's build)" % (shown, ver))
                     continue
                 family, number = k
                 if family not in floor:
@@ -132,6 +173,7 @@ def audit(root, conf, readelf="readelf"):
                 elif number > floor[family]:
                     faults.append("%s needs %s, newer than the floor %s_%s"
                                   % (shown, ver, family, ".".join(map(str, floor[family]))))
+            faults += elf_dynamic_faults(path, shown, readelf)
     return faults
 
 
@@ -152,6 +194,12 @@ def dirty_reasons(fork):
     if not series.tree_is_prepared(fork):
         reasons.append("no Mesa tree; run 'bin/mesa-fork install' first")
     else:
+        untracked = [line[3:] for line in series.git(
+            fork, "status", "--porcelain", "--untracked-files=normal").splitlines()
+            if line.startswith("??")]
+        if untracked:
+            reasons.append("untracked files in %s, which the build may read (%s)"
+                           % (rel(fork.tree), ", ".join(untracked[:3])))
         state, msg = series.tree_state(fork)
         if state != "current":
             reasons.append("the Mesa tree is not the base plus patches/: %s" % msg)
@@ -176,56 +224,106 @@ def copy_stripped(fork, src, dst):
     os.chmod(dst, 0o755)
 
 
+def install_options(fork):
+    """The options install configures the build with (build.meson_options)."""
+    return build.meson_options(fork)
+
+
+@contextlib.contextmanager
+def signals_as_exceptions():
+    """SIGTERM and SIGHUP (a closed terminal, a CI job cancelled) raise
+    SystemExit here, so that the finally clauses below run."""
+    def raise_exit(signum, frame):
+        raise SystemExit("bundle: stopped by signal %d" % signum)
+    old = {sig: signal.signal(sig, raise_exit) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 @contextlib.contextmanager
 def build_drivers(fork, env, tag):
     """Builds the drivers and their drm-shims with tag in driverInfo and
     yields their paths; the build directory's options are put back (and the
     drivers rebuilt) afterwards, so that install keeps installing what it
-    did. Only the three physical-device files include the tag."""
+    did. The build must be what install configures (not an assertion build,
+    not an older configuration): then the tag is the one option that
+    differs, and only the three physical-device files that include it are
+    compiled again. A bundle killed in between leaves its tag in the build
+    directory; install and build put theirs back, and install --no-build
+    refuses such a build (install.check_built_tag)."""
     stamp = os.path.join(fork.build, ".mesa-fork-options")
     if not os.path.exists(os.path.join(fork.build, "build.ninja")) or \
             not os.path.exists(stamp):
         die("bundle: the %s build is not set up; run 'bin/mesa-fork install%s' first"
             % (fork.arch, "" if not fork.cross else " --arch " + fork.arch))
+    before = install_options(fork)
     with open(stamp) as f:
-        # What install configured, with install's driverInfo tag even where
-        # an interrupted bundle left its own behind.
-        tag_opt = "-Dvulkan-driver-info=" + driver_info_tag(fork.conf,
-                                                          sources.uses_upstream(fork))
-        before = [tag_opt if o.startswith("-Dvulkan-driver-info=") else o
-                  for o in json.load(f)]
+        configured = json.load(f)
+    ignore = "-Dvulkan-driver-info="
+    if sorted(o for o in configured if not o.startswith(ignore)) != \
+            sorted(o for o in before if not o.startswith(ignore)):
+        die("bundle: the %s build directory is not configured as install configures it "
+            "(an assertion build, or config/fork.ini changed since); run 'bin/mesa-fork "
+            "install%s' first" % (fork.arch, "" if not fork.cross else " --arch " + fork.arch))
     machine = build.machine_files(fork, env)
     targets = []
     for paths in fork.conf["drivers"].values():
         targets += paths.split()
-    opts = build.override(build.meson_options(fork), ["-Dvulkan-driver-info=" + tag])
+    opts = build.override(before, [ignore + tag])
+    failed = True
     try:
         build.configure(fork.build, fork.tree, opts, machine, env)
         with step("ninja: the %s drivers with driverInfo tag '%s'" % (fork.arch, tag)):
             run(["ninja", "-C", fork.build] + targets, env=env, quiet=True)
         yield {p: os.path.join(fork.build, p) for p in targets}
+        failed = False
     finally:
-        build.configure(fork.build, fork.tree, before, machine, env)
-        with step("ninja: the %s drivers with the install's options again" % fork.arch):
-            run(["ninja", "-C", fork.build] + targets, env=env, quiet=True)
+        try:
+            build.configure(fork.build, fork.tree, before, machine, env)
+            with step("ninja: the %s drivers with the install's options again" % fork.arch):
+                run(["ninja", "-C", fork.build] + targets, env=env, quiet=True)
+        except (SystemExit, Exception):
+            print("bundle: could not put the %s build directory back; 'bin/mesa-fork "
+                  "build%s' does" % (fork.arch, "" if not fork.cross else " --arch " + fork.arch),
+                  file=sys.stderr)
+            if not failed:
+                raise
 
 
 # The start of a bundle's env.sh and env-add.sh: they find their own
-# directory (bash, zsh, or MESA_FORK_PREFIX for any POSIX shell), then do
+# directory (bash, zsh, or MESA_FORK_BUNDLE for any POSIX shell), then do
 # what install's do, with every path under that directory.
 RELOCATE = r'''# A bundle can be anywhere: find it. bash and zsh say which file they
-# source; other shells: MESA_FORK_PREFIX="/path/to/bundle" . .../env.sh
-if [ -n "${MESA_FORK_PREFIX:-}" ]; then
-    _mesa_fork_prefix=$MESA_FORK_PREFIX
-elif [ -n "${BASH_SOURCE:-}" ]; then
-    _mesa_fork_prefix=$(cd -- "$(dirname -- "$BASH_SOURCE")/../.." && pwd)
+# source; in another shell set MESA_FORK_BUNDLE to the bundle's directory:
+#   MESA_FORK_BUNDLE=/path/to/bundle; . /path/to/bundle/share/mesa-fork/env.sh
+# No cd: CDPATH, chpwd hooks and cd wrappers cannot get in the way.
+if [ -n "${BASH_SOURCE:-}" ]; then
+    _mesa_fork_prefix=$BASH_SOURCE
 elif [ -n "${ZSH_VERSION:-}" ]; then
-    eval '_mesa_fork_prefix=$(cd -- "${${(%):-%x}:h}/../.." && pwd)'
+    eval '_mesa_fork_prefix=${(%):-%x}'
+elif [ -n "${MESA_FORK_BUNDLE:-}" ]; then
+    _mesa_fork_prefix=$MESA_FORK_BUNDLE/share/mesa-fork/env.sh
 else
     _mesa_fork_prefix=
 fi
-if [ ! -f "$_mesa_fork_prefix/share/mesa-fork/release" ]; then
-    echo "mesa-fork: cannot tell where this bundle is; source env.sh from bash or zsh, or set MESA_FORK_PREFIX to the bundle's directory" >&2
+unset MESA_FORK_BUNDLE
+case $_mesa_fork_prefix in
+    */*) _mesa_fork_prefix=${_mesa_fork_prefix%/*} ;;
+    ?*) _mesa_fork_prefix=. ;;
+esac
+case $_mesa_fork_prefix in
+    /*) ;;
+    ?*) _mesa_fork_prefix=$PWD/$_mesa_fork_prefix ;;
+esac
+case $_mesa_fork_prefix in
+    */share/mesa-fork) _mesa_fork_prefix=${_mesa_fork_prefix%/share/mesa-fork} ;;
+    ?*) _mesa_fork_prefix=$_mesa_fork_prefix/../.. ;;
+esac
+if [ -z "$_mesa_fork_prefix" ] || [ ! -f "$_mesa_fork_prefix/share/mesa-fork/release" ]; then
+    echo "mesa-fork: cannot tell where this bundle is; source env.sh from bash or zsh, or set MESA_FORK_BUNDLE to the bundle's directory first" >&2
     unset _mesa_fork_prefix
     return 1 2>/dev/null || exit 1
 fi
@@ -330,10 +428,30 @@ def package_versions(fork, packages):
 
 
 def compiler_version(fork, env):
-    cc = "%s-gcc" % fork.conf["arch." + fork.arch]["triplet"] if fork.cross else "gcc"
-    r = subprocess.run([cc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, env=env)
-    return r.stdout.splitlines()[0] if r.stdout else cc + " ?"
+    """The C compiler the build directory was set up with, as meson found
+    it (a CC of the environment then included), and its version."""
+    info = os.path.join(fork.build, "meson-info", "intro-compilers.json")
+    try:
+        with open(info) as f:
+            c = json.load(f)["host"]["c"]
+        return "%s %s (%s)" % (c["id"], c["full_version"], " ".join(c["exelist"]))
+    except (OSError, ValueError, KeyError):
+        return "unknown (no %s)" % info
+
+
+def public_url(url):
+    """A remote's URL without credentials: a CI runner's origin may hold
+    its job token (https://gitlab-ci-token:TOKEN@host/...)."""
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        host, _, path = rest.partition("/")
+        return "%s://%s/%s" % (scheme, host.rpartition("@")[2], path)
+    return url
+
+
+def tool_version(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return (r.stdout.splitlines() or ["?"])[0]
 
 
 def sources_text(fork, env, tag, name, commit, upstream):
@@ -341,7 +459,9 @@ def sources_text(fork, env, tag, name, commit, upstream):
     conf = fork.conf
     b = conf["base"]
     date = git_top(fork, "log", "-1", "--format=%cI", commit).stdout.strip()
-    origin = git_top(fork, "remote", "get-url", "origin").stdout.strip() or "(no remote)"
+    origin = public_url(os.environ.get("CI_PROJECT_URL") or
+                        git_top(fork, "remote", "get-url", "origin").stdout.strip() or
+                        "REPOSITORY (this checkout has no remote)")
     lines = ["%s: built from" % name, "",
              "driverInfo tag: %s" % tag,
              "repository: %s" % origin,
@@ -369,9 +489,12 @@ def sources_text(fork, env, tag, name, commit, upstream):
     lines.append("meson options (.work: the work directory): %s" % " ".join(
         shlex.quote(o.replace(fork.work, ".work")) for o in opts))
     lines.append("compiler: %s" % compiler_version(fork, env))
+    codename = distro.os_release().codename or "?"
+    lines.append("archiver: %s; %s" % (tool_version(["tar", "--version"]),
+                                       tool_version(["zstd", "--version"])))
     lines.append("build root: %s (%s)" % (
-        "the cross build's sysroot, Debian bookworm %s packages" % fork.arch if fork.cross
-        else "this machine, Debian bookworm %s" % fork.arch,
+        "the cross build's sysroot, Debian %s %s packages" % (codename, fork.arch) if fork.cross
+        else "this machine, Debian %s %s" % (codename, fork.arch),
         "libraries and headers the drivers were built against"))
     for line in package_versions(fork, ["libc6", "libstdc++6", "libdrm2", "libexpat1",
                                         "zlib1g", "libzstd1", "libvulkan1"]):
@@ -408,7 +531,7 @@ def write_archive(stage, out, epoch):
     tmp = out + ".tmp"
     with step("tar | zstd -19 into %s" % rel(out)):
         tar = subprocess.Popen(["tar", "--sort=name", "--mtime=@%d" % epoch, "--owner=0",
-                                "--group=0", "--numeric-owner", "--mode=go-w",
+                                "--group=0", "--numeric-owner", "--mode=u+rwX,go=rX",
                                 "--format=gnu", "-C", os.path.dirname(stage), "-cf", "-",
                                 os.path.basename(stage)], stdout=subprocess.PIPE)
         z = subprocess.run(["zstd", "-19", "-T0", "-q", "-f", "-o", tmp], stdin=tar.stdout)
@@ -416,6 +539,23 @@ def write_archive(stage, out, epoch):
         if tar.wait() != 0 or z.returncode != 0:
             die("bundle: tar or zstd failed writing %s" % out)
     os.replace(tmp, out)
+
+
+SUMS = "SHA256SUMS"
+
+
+def write_sums(out, name, digest):
+    """out/SHA256SUMS, as sha256sum writes it: the archives written there,
+    this one's line replaced."""
+    path = os.path.join(out, SUMS)
+    lines = []
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = [line for line in f.read().splitlines()
+                     if not line.endswith("  " + name)]
+    lines.append("%s  %s" % (digest, name))
+    with open(path, "w") as f:
+        f.write("\n".join(sorted(lines, key=lambda x: x.split("  ", 1)[-1])) + "\n")
 
 
 def bundle(fork, arch=None, out=None):
@@ -450,7 +590,7 @@ def bundle(fork, arch=None, out=None):
         make_dirs(work)
         with step("client and probes for %s" % a):
             files = client_files(f, env)
-        with build_drivers(f, env, tag) as drivers:
+        with signals_as_exceptions(), build_drivers(f, env, tag) as drivers:
             with step("stage %s" % rel(stage)):
                 stage_bundle(f, stage, drivers, files, tag, upstream)
         with open(os.path.join(stage, SOURCES), "w") as fh:
@@ -462,10 +602,14 @@ def bundle(fork, arch=None, out=None):
         n = write_manifest(stage)
         archive = os.path.join(out, name + ".tar.zst")
         write_archive(stage, archive, epoch)
+        digest = sha256_file(archive)
+        write_sums(out, os.path.basename(archive), digest)
         print("bundle: %s: %d files, %.1f MiB (sha256 %s); passed the audit (%s; %d "
               "allowed libraries)" % (rel(archive), n, os.path.getsize(archive) / 2**20,
-                                      sha256_file(archive), f.conf["bundle"]["floor"],
+                                      digest, f.conf["bundle"]["floor"],
                                       len(f.conf["bundle"]["allowed_libraries"].split())))
+    print("bundle: %s lists the archives' sha256 (publish it with them: MANIFEST inside "
+          "an archive only tells a damaged file from a good one)" % rel(os.path.join(out, SUMS)))
     print("bundle: unpack with 'tar --zstd -xf FILE', check with 'sha256sum -c MANIFEST' in "
           "its directory, then '. DIR/share/mesa-fork/env.sh' and 'mesa-fork-check'; or "
           "'bin/mesa-fork install --from-bundle FILE'")
@@ -476,7 +620,8 @@ def bundle(fork, arch=None, out=None):
 def safe_extract(archive, dest):
     """Unpacks archive (.tar.zst) into dest, refusing anything but regular
     files and directories inside one top directory: returns that
-    directory."""
+    directory. Modes are the archive's without group or other write and
+    special bits; owners are the caller's."""
     if not shutil.which("zstd"):
         die("install --from-bundle: zstd is not installed (Debian and Ubuntu: apt install "
             "zstd; Fedora: dnf install zstd; Arch: pacman -S zstd)")
@@ -485,18 +630,27 @@ def safe_extract(archive, dest):
     try:
         with tarfile.open(fileobj=z.stdout, mode="r|") as tar:
             for m in tar:
-                parts = m.name.split("/")
-                if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir()):
+                parts = m.name.rstrip("/").split("/")
+                if m.name.startswith("/") or ".." in parts or "" in parts or \
+                        not (m.isfile() or m.isdir()):
                     die("install --from-bundle: refusing %s: it holds %s, which a bundle "
                         "never does" % (archive, m.name))
                 tops.add(parts[0])
                 if len(tops) > 1:
                     die("install --from-bundle: refusing %s: more than one top directory"
                         % archive)
-                m.mode &= 0o755
-                tar.extract(m, dest, set_attrs=True)
+                tar.extract(m, dest, set_attrs=False)
+                os.chmod(os.path.join(dest, m.name),
+                         0o755 if m.isdir() else (0o755 if m.mode & 0o100 else 0o644))
+        # Read to the end: tar stops at its end-of-archive blocks, zstd may
+        # have more of the last record to write.
+        while z.stdout.read(1 << 16):
+            pass
     except tarfile.TarError as e:
         die("install --from-bundle: %s is not a bundle: %s" % (archive, e))
+    except OSError as e:
+        die("install --from-bundle: refusing %s: %s: %s" % (archive, e.filename or "",
+                                                           e.strerror))
     finally:
         z.stdout.close()
     if z.wait() != 0:
@@ -516,13 +670,18 @@ def verify(top):
     with open(manifest) as f:
         for n, line in enumerate(f, 1):
             m = re.match(r"^([0-9a-f]{64})  (.+)$", line.rstrip("\n"))
-            if not m or m.group(2).startswith("/") or ".." in m.group(2).split("/"):
-                die("install --from-bundle: %s line %d is not 'sha256  path'" % (manifest, n))
+            parts = m.group(2).split("/") if m else []
+            if not m or m.group(2).startswith("/") or ".." in parts or "" in parts:
+                die("install --from-bundle: %s line %d is not 'sha256  path' with a path "
+                    "inside the bundle" % (manifest, n))
             listed[m.group(2)] = m.group(1)
     present = set()
     for dirpath, _, files in os.walk(top):
         for name in files:
-            relpath = os.path.relpath(os.path.join(dirpath, name), top)
+            path = os.path.join(dirpath, name)
+            relpath = os.path.relpath(path, top)
+            if os.path.islink(path) or not os.path.isfile(path):
+                die("install --from-bundle: refusing: %s is not a regular file" % relpath)
             if relpath != MANIFEST:
                 present.add(relpath)
     for relpath in sorted(present - set(listed)):
@@ -550,15 +709,29 @@ def check_command(top, wrapper=()):
                           timeout=600)
 
 
+def read_field(top, name):
+    try:
+        with open(os.path.join(top, "share", "mesa-fork", name)) as f:
+            return f.read().strip()
+    except OSError as e:
+        die("install --from-bundle: not a bundle: %s: %s" % (e.filename, e.strerror))
+
+
 def from_bundle_verb(fork, path, prefix=None, no_demo=False):
-    """install --from-bundle FILE|DIR: checks every sha256 of the bundle's
-    MANIFEST, copies it into the prefix of its architecture (or --prefix),
-    writes env.sh with the prefix's absolute paths, and runs its
-    mesa-fork-check."""
+    """install --from-bundle FILE|DIR: copies the bundle into a directory of
+    its own (a directory given is copied first, so that what is checked is
+    what is installed), checks every sha256 of its MANIFEST, copies it into
+    the prefix of its architecture (or --prefix), writes env.sh with the
+    prefix's absolute paths, and runs its mesa-fork-check."""
     path = os.path.abspath(path)
     with tempfile.TemporaryDirectory(prefix="mesa-fork-bundle-") as tmp:
         if os.path.isdir(path):
-            top = path
+            top = os.path.join(tmp, "bundle")
+            with step("copy %s" % path):
+                try:
+                    shutil.copytree(path, top, symlinks=True)
+                except (OSError, shutil.Error) as e:
+                    die("install --from-bundle: cannot copy %s: %s" % (path, e))
         elif os.path.isfile(path):
             with step("unpack %s" % path):
                 top = safe_extract(path, tmp)
@@ -567,41 +740,38 @@ def from_bundle_verb(fork, path, prefix=None, no_demo=False):
         with step("check the sha256 of every file in %s" % MANIFEST):
             files = verify(top)
         print("install --from-bundle: %d files match %s" % (len(files), MANIFEST))
-        try:
-            with open(os.path.join(top, "share", "mesa-fork", "arch")) as f:
-                arch = f.read().strip()
-            with open(os.path.join(top, "share", "mesa-fork", "release")) as f:
-                tag = f.read().strip()
-        except OSError as e:
-            die("install --from-bundle: %s: %s" % (e.filename, e.strerror))
+        arch, tag = read_field(top, "arch"), read_field(top, "release")
         if arch not in [fork.host_arch] + cross_arches(fork.conf):
             die("install --from-bundle: the bundle is for %s, which this checkout does not "
                 "build" % arch)
         f = fork.for_arch(arch)
-        if not NAME_RE.match(os.path.basename(top)) or \
-                os.path.basename(top) != bundle_name(f.conf, arch):
-            die("install --from-bundle: %s is %s's bundle, not %s's (this checkout is %s)"
-                % (os.path.basename(top), os.path.basename(top), bundle_name(f.conf, arch),
-                   f.release))
+        if not names_release(f.conf, "(%s)" % tag):
+            die("install --from-bundle: the bundle is %s, not %s of this checkout: 'run' "
+                "would refuse its drivers" % (tag, f.release))
         dest = f.prefix(prefix)
         install.check_prefix(dest)
-        with step("install %s (%s) into %s" % (os.path.basename(top), tag, dest)):
+        other = install.prefix_arch(dest)
+        if other and other != arch:
+            die("install --from-bundle: %s holds the %s build; the bundle is %s's: choose "
+                "another --prefix" % (dest, other, arch))
+        with step("install %s into %s" % (tag, dest)):
             for relpath in files:
                 if relpath in (MANIFEST, SOURCES):
                     continue
                 install.install_file(os.path.join(top, relpath), os.path.join(dest, relpath))
-            # Where it came from, next to the release.
+            # Where it came from, next to the release (a later install
+            # removes them).
             for name in (MANIFEST, SOURCES):
                 install.install_file(os.path.join(top, name),
-                                     os.path.join(dest, "share", "mesa-fork", "bundle", name))
+                                     os.path.join(dest, install.BUNDLE_DIR, name))
             # The bundle's env.sh finds itself in bash and zsh; the prefix's
             # names its paths, for every shell, as install's does.
-            icds = [install.icd_json(dest, d) for d in f.conf["drivers"]]
-            files_var = ":".join(icds)
+            files_var = ":".join(install.icd_json(dest, d) for d in f.conf["drivers"])
             for add in (False, True):
                 write_if_changed(os.path.join(dest, "share", "mesa-fork",
                                               "env-add.sh" if add else "env.sh"),
                                  install.env_script(dest, files_var, add=add))
+            install.remove_old_manifests(dest)
         if prefix:
             f.remember_prefix(dest)
         print("install --from-bundle: installed into %s; '. %s' uses it" % (

@@ -116,7 +116,9 @@ def env_script_text(files, bindir, add, shown, preamble="", cleanup=()):
     lines = ["# Source this file to run Vulkan applications on mesa-fork's drivers%s,"
              % (", next to\n# the system's (Vulkan loader 1.3.234 or later)" if add else " only"),
              "# with its programs on PATH; mesa_fork_off undoes it:",
-             "#   . %s" % shown, ""]
+             "#   . %s" % shown, "",
+             "# Sourced again (or the other of env.sh and env-add.sh): undo the first.",
+             "if command -v mesa_fork_off >/dev/null 2>&1; then mesa_fork_off; fi", ""]
     if preamble:
         lines += [preamble.rstrip("\n"), ""]
     for var in saved:
@@ -174,6 +176,8 @@ def install_file(src, dst):
 
 
 ARCH_FILE = os.path.join("share", "mesa-fork", "arch")
+# Where install --from-bundle keeps the bundle's MANIFEST and SOURCES.
+BUNDLE_DIR = os.path.join("share", "mesa-fork", "bundle")
 
 
 def prefix_arch(prefix):
@@ -252,6 +256,11 @@ def install_prefix(prefix, build_dir, conf, upstream=False, arch=None, destdir=N
     write_if_changed(staged(destdir, os.path.join(share, "release")),
                      driver_info_tag(conf, upstream) + "\n")
     write_if_changed(staged(destdir, os.path.join(share, "shims")), shims_file(conf))
+    # What a bundle installed here before said of itself is no longer so.
+    for name in ("MANIFEST", "SOURCES"):
+        old = staged(destdir, os.path.join(prefix, BUNDLE_DIR, name))
+        if os.path.exists(old):
+            os.unlink(old)
     if arch:
         write_if_changed(staged(destdir, os.path.join(prefix, ARCH_FILE)), arch + "\n")
     remove_old_manifests(prefix, destdir)
@@ -381,6 +390,9 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
         die("install: --no-build installs what is built; it takes no --no-deps, "
             "--tarball, --prepare-only or --assertions")
     forks = [fork.for_arch(a) for a in arches]
+    if no_build:
+        for f in forks:
+            check_built_tag(f)
     if not no_build:
         if no_deps:
             without_apt(fork, tarball, asahi_uapi)
@@ -414,6 +426,22 @@ def install(fork, prefix=None, no_build=False, no_demo=False, no_deps=False, tar
     if failed:
         die("install: a fork driver did not come up, on hardware or on its drm-shim (%s)"
             % ", ".join(failed))
+
+
+def check_built_tag(fork):
+    """install --no-build installs what is built: never drivers a bundle
+    run killed halfway left with its own driverInfo tag (bundle.py)."""
+    try:
+        with open(os.path.join(fork.build, ".mesa-fork-options")) as f:
+            opts = json.load(f)
+    except (OSError, ValueError):
+        return
+    want = "-Dvulkan-driver-info=" + driver_info_tag(fork.conf, sources.uses_upstream(fork))
+    got = [o for o in opts if o.startswith("-Dvulkan-driver-info=")]
+    if got and got[-1] != want:
+        die("install --no-build: the %s build holds drivers built with %s, not install's "
+            "%s (a 'bundle' stopped halfway?); run 'bin/mesa-fork install' without "
+            "--no-build" % (fork.arch, got[-1], want))
 
 
 def install_arch(fork, prefix, no_demo, destdir=None):
