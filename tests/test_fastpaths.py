@@ -279,6 +279,7 @@ class BenchShadersParsing(unittest.TestCase):
         "ggml_vulkan:   Spills: 3",
         "ggml_vulkan:   Fills: 7",
         "ggml_vulkan:   Register Demand: 71",
+        "ggml_vulkan:   Compile Time: 1250",
         "llama_context: something else: 5",
         "ggml_vulkan:   Spills: 99",
         "SHADER-DB: MESA_SHADER_COMPUTE shader: 12 inst",
@@ -297,7 +298,7 @@ class BenchShadersParsing(unittest.TestCase):
         self.assertEqual(shaderdb, 2)
         self.assertEqual(pipes["matmul_quant_f32_aligned_1"],
                          {"instrs": 10, "cycles": 2.5, "regs": 64, "spills": 3, "fills": 7,
-                          "demand": 71})
+                          "demand": 71, "compile_us": 1250})
         self.assertEqual(pipes["matmul_quant_f32_aligned_1#2"], {"instrs": 12, "regs": 32})
         self.assertEqual(pipes["add_f32"], {"regs": 20, "code": 1024})
 
@@ -313,6 +314,19 @@ class BenchShadersParsing(unittest.TestCase):
         # Drivers that report no demand (upstream) get no such rows
         t = shaders.totals({"a": {"spills": 2, "fills": 5}})
         self.assertEqual((t["spilling, fits"], t["over the file"]), (None, None))
+
+    def test_compile_time_outliers_are_those_over_twice_stock(self):
+        fork, stock = shaders.Column("fork", {}), shaders.Column("stock", {})
+        fork.pipes = {"m a": {"compile_us": 2000}, "m b": {"compile_us": 2100},
+                      "m c": {"compile_us": 900}, "m d": {"compile_us": 5000}}
+        stock.pipes = {"m a": {"compile_us": 1000}, "m b": {"compile_us": 1000},
+                       "m c": {"compile_us": 1000}}
+        slow, compared = shaders.compile_time_outliers([fork, stock])
+        self.assertEqual(compared, 3)
+        self.assertEqual([(p, r) for p, _, _, r in slow], [("m b", 2.1)])
+        # Upstream's compiler reports no compile time: no verdict
+        stock.pipes = {"m a": {"cycles": 1.0}}
+        self.assertIsNone(shaders.compile_time_outliers([fork, stock]))
 
     def test_ratio_is_over_the_rows_both_built(self):
         a, b = shaders.Column("fork", {}), shaders.Column("stock", {})
@@ -366,6 +380,11 @@ class AssertionBuild(unittest.TestCase):
                                if " 0:0 spills:fills" not in l)
                 self.assertIn("fp16: 1", device or "")
                 self.assertIn("int dot: 1", device or "")
+                # Each pipeline's backend compile time is reported
+                # ("Compile Time", thread CPU time, patch 0063)
+                self.assertTrue(pipes)
+                self.assertEqual([p for p, s in pipes.items() if s.get("compile_us", 0) <= 0],
+                                 [])
                 if name == "dense-f16":
                     self.assertTrue(any("f16acc" in p for p in pipes), sorted(pipes))
                 else:

@@ -378,9 +378,69 @@ class Syncs(unittest.TestCase):
                 self.assertGreaterEqual(len(failed), 3, r.stdout)
                 for l in failed:
                     self.assertTrue(l.endswith(": VK_ERROR_OUT_OF_HOST_MEMORY"), l)
-                self.assertIn("submit-oom: %d submissions out of host memory, then "
-                              "submitted" % len(failed), r.stdout)
+                self.assertIn("submit-oom: %d submissions out of host memory, 0 out of "
+                              "device memory, then submitted" % len(failed), r.stdout)
                 self.assertNotIn("asahi drm-shim", r.stderr)
+
+    def test_out_of_device_memory_at_the_first_submit_keeps_the_queue(self):
+        """A SUBMIT the kernel fails with ENOMEM has queued nothing (the
+        asahi driver's File::submit and Queue::submit allocate everything
+        before they push the ioctl's one scheduler job): when it is the first
+        ioctl of a vkQueueSubmit, the application gets
+        VK_ERROR_OUT_OF_DEVICE_MEMORY with the ioctl and its errno named, the
+        fence untouched and the queue usable, and submits again. With one
+        command stream (one ioctl) and with four (four ioctls, the first
+        failing)."""
+        for streams in ("1", "4"):
+            with self.subTest(streams=streams):
+                # submit-oom submits once before (one ioctl per stream):
+                # the first ioctl of its second submission fails.
+                lines, r = capture([bin_path("mesa-fork-scenarios"), "--count", streams,
+                                    "submit-oom"], ASAHI_SHIM_FAIL="SUBMIT:%d" % (int(streams) + 1),
+                                   **SEPARATE)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+                self.assertIn("submission 1: VK_ERROR_OUT_OF_DEVICE_MEMORY", r.stdout)
+                self.assertIn("submit-oom: 0 submissions out of host memory, 1 out of "
+                              "device memory, then submitted", r.stdout)
+                self.assertIn("DRM_IOCTL_ASAHI_SUBMIT failed: Cannot allocate memory; the "
+                              "kernel queued nothing of it, the queue is kept", r.stderr)
+                # The first submission and the retry, whole: every stream
+                # twice (the failed ioctl queued nothing, so nothing of it is
+                # in the capture).
+                self.assertEqual(len(of_type(lines, "compute")), 2 * int(streams),
+                                 r.stderr[-2000:])
+        # Two batches the runtime submits apart, the first failing: nothing
+        # of the call went, and it goes whole the second time.
+        lines, r = capture([bin_path("mesa-fork-scenarios"), "submit-oom-batches"],
+                           ASAHI_SHIM_FAIL="SUBMIT:1", **SEPARATE)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr[-2000:])
+        self.assertIn("submission 1: VK_ERROR_OUT_OF_DEVICE_MEMORY", r.stdout)
+        self.assertIn("submitted: submit-oom-batches", r.stdout)
+        self.assertEqual(len(of_type(lines, "compute")), 2, r.stderr[-2000:])
+
+    def test_out_of_device_memory_after_a_first_submit_loses_the_queue(self):
+        """When a later ioctl of a vkQueueSubmit fails with ENOMEM, or the
+        first of a later batch of the call, the earlier ones went to the
+        GPU: VK_ERROR_DEVICE_LOST, as before (Vulkan wants a failed call to
+        have changed nothing). So too for render commands (the kernel keeps
+        state of a failed one) and, with HK_MEMORY_LIMITS=0 (stock), for
+        the first ioctl's ENOMEM."""
+        # (The render scenario's first stream is compute: batched, its one
+        # ioctl holds the render command too.)
+        for fail, scenario, streams, limits, more in (
+                ("SUBMIT:6", "submit-oom", "4", "1", SEPARATE),
+                ("SUBMIT:2", "submit-oom-batches", "1", "1", SEPARATE),
+                ("SUBMIT:1", "render", "1", "1", dict(SEPARATE, HK_PERFTEST="batch")),
+                ("SUBMIT:2", "submit-oom", "1", "0", SEPARATE)):
+            with self.subTest(fail=fail, scenario=scenario, limits=limits):
+                _, r = capture([bin_path("mesa-fork-scenarios"), "--count", streams,
+                                scenario], ASAHI_SHIM_FAIL=fail, HK_MEMORY_LIMITS=limits,
+                               **more)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr[-2000:])
+                self.assertRegex(r.stderr, r"vkQueueSubmit.*: VK_ERROR_DEVICE_LOST")
+                self.assertIn("DRM_IOCTL_ASAHI_SUBMIT failed: Cannot allocate memory",
+                              r.stderr)
+                self.assertNotIn("queue is kept", r.stderr)
 
     def test_submit_failure_is_device_lost(self):
         """The kernel fails every SUBMIT once the GPU has crashed (ENODEV): the

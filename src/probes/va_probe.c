@@ -9,6 +9,7 @@
  *
  *   mesa-fork-va-probe [--block-mib N] [--target-gib G | --target-mib M]
  *                      [--touch] [--threads T] [--again [--again-block-mib N]]
+ *   mesa-fork-va-probe --share MIB
  *
  * --touch maps each block and writes its first and last page (on a
  * drm-shim that makes those pages of the shim's sparse backing real). Off
@@ -31,6 +32,19 @@
  * ("budget=none usage=none" without it). After freeing every block it
  * prints the same as a "freed:" line: what freeing gave back at once.
  * It also prints maxMemoryAllocationSize and maxBufferSize ("limits:").
+ *
+ * --share MIB does none of that: it follows one block of MIB MiB shared
+ * between two VkDevices of the same GPU (VK_KHR_external_memory_fd, an
+ * opaque fd), as two processes or APIs sharing a buffer would. The first
+ * device allocates and writes it and exports an fd, the second imports it,
+ * checks what the first wrote and writes its own; the first device then
+ * imports a second fd of the same block itself, and frees both of its
+ * handles, the second last. After each step a "share:" line gives
+ * MemAvailable (what the machine has left: pinned memory counts against
+ * it), the heap's usage when the device reports it, and whether the block
+ * held what was last written (contents=ok|wrong, "-" before anything is).
+ * Exit status 0 when every check held, 1 when one did not or a call
+ * failed, 3 when the device cannot share memory through an opaque fd.
  *
  * On Apple hardware, run it with HK_SYSMEM raised (in bytes) to see the VA
  * window rather than Honeykrisp's heap size stop it; the kernel and the
@@ -71,7 +85,7 @@ rss_mib(void)
 }
 
 static bool
-has_memory_budget(VkPhysicalDevice pd)
+has_extension(VkPhysicalDevice pd, const char *name)
 {
    uint32_t count = 0;
    if (vkEnumerateDeviceExtensionProperties(pd, NULL, &count, NULL) !=
@@ -82,11 +96,16 @@ has_memory_budget(VkPhysicalDevice pd)
    if (exts && vkEnumerateDeviceExtensionProperties(pd, NULL, &count, exts) ==
                   VK_SUCCESS) {
       for (uint32_t i = 0; i < count; ++i)
-         found |= !strcmp(exts[i].extensionName,
-                          VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+         found |= !strcmp(exts[i].extensionName, name);
    }
    free(exts);
    return found;
+}
+
+static bool
+has_memory_budget(VkPhysicalDevice pd)
+{
+   return has_extension(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
 }
 
 /* One "memory:" line for heap HEAP: what the probe holds, the heap's size,
@@ -153,8 +172,215 @@ usage(void)
 {
    fprintf(stderr, "usage: mesa-fork-va-probe [--block-mib N] "
                    "[--target-gib G | --target-mib M] [--touch] "
-                   "[--threads T] [--again [--again-block-mib N]]\n");
+                   "[--threads T] [--again [--again-block-mib N]]\n"
+                   "       mesa-fork-va-probe --share MIB\n");
    return 64;
+}
+
+/* MemAvailable of /proc/meminfo in bytes, or -1. */
+static long long
+mem_available(void)
+{
+   FILE *f = fopen("/proc/meminfo", "r");
+   char line[256];
+   long long kib = -1;
+   while (f && fgets(line, sizeof(line), f)) {
+      if (!strncmp(line, "MemAvailable:", 13))
+         kib = strtoll(line + 13, NULL, 10);
+   }
+   if (f)
+      fclose(f);
+   return kib < 0 ? -1 : kib * 1024;
+}
+
+/* What a device wrote: word i of the block's first and last page. */
+static uint32_t
+share_word(uint32_t seed, size_t i)
+{
+   return seed * 0x9e3779b9u ^ (uint32_t)i;
+}
+
+static void
+share_write(void *map, VkDeviceSize size, uint32_t seed)
+{
+   const size_t words = 4096 / 4;
+   uint32_t *first = map, *last = (uint32_t *)((char *)map + size - 4096);
+   for (size_t i = 0; i < words; ++i) {
+      first[i] = share_word(seed, i);
+      last[i] = share_word(seed, words + i);
+   }
+}
+
+static bool
+share_holds(const void *map, VkDeviceSize size, uint32_t seed)
+{
+   const size_t words = 4096 / 4;
+   const uint32_t *first = map;
+   const uint32_t *last = (const uint32_t *)((const char *)map + size - 4096);
+   for (size_t i = 0; i < words; ++i) {
+      if (first[i] != share_word(seed, i) ||
+          last[i] != share_word(seed, words + i))
+         return false;
+   }
+   return true;
+}
+
+static void
+share_line(const char *step, VkPhysicalDevice pd, bool budget, uint32_t heap,
+           const char *contents)
+{
+   VkPhysicalDeviceMemoryBudgetPropertiesEXT mb = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+   };
+   VkPhysicalDeviceMemoryProperties2 mp = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+      .pNext = budget ? &mb : NULL,
+   };
+   vkGetPhysicalDeviceMemoryProperties2(pd, &mp);
+   printf("share: %s avail=%lld", step, mem_available());
+   if (budget)
+      printf(" usage=%llu", (unsigned long long)mb.heapUsage[heap]);
+   else
+      printf(" usage=none");
+   printf(" contents=%s\n", contents);
+   fflush(stdout);
+}
+
+/* Imports fd (which the driver then owns) as memory of the given type. */
+static VkResult
+share_import(VkDevice dev, int fd, VkDeviceSize size, uint32_t type,
+             VkDeviceMemory *mem)
+{
+   VkImportMemoryFdInfoKHR import = {
+      .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+      .fd = fd,
+   };
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .pNext = &import,
+      .allocationSize = size,
+      .memoryTypeIndex = type,
+   };
+   return vkAllocateMemory(dev, &mai, NULL, mem);
+}
+
+#define SHARE_CHECK(call)                                                      \
+   do {                                                                        \
+      VkResult r_ = (call);                                                    \
+      if (r_ != VK_SUCCESS) {                                                  \
+         fprintf(stderr, "mesa-fork-va-probe: %s: %s\n", #call,                \
+                 mf_result_str(r_));                                           \
+         return 1;                                                             \
+      }                                                                        \
+   } while (0)
+
+static int
+share_block(VkPhysicalDevice pd, VkDeviceSize size)
+{
+   const char *ext = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+   if (!has_extension(pd, ext)) {
+      printf("share: unsupported (no %s)\n", ext);
+      return 3;
+   }
+   VkPhysicalDeviceExternalBufferInfo ebi = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+   };
+   VkExternalBufferProperties ebp = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES,
+   };
+   vkGetPhysicalDeviceExternalBufferProperties(pd, &ebi, &ebp);
+   const VkExternalMemoryFeatureFlags both =
+      VK_EXTERNAL_MEMORY_FEATURE_EXPORTABLE_BIT |
+      VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT;
+   if ((ebp.externalMemoryProperties.externalMemoryFeatures & both) != both) {
+      printf("share: unsupported (opaque fd buffers not exportable and "
+             "importable)\n");
+      return 3;
+   }
+
+   struct mf_device a, b;
+   mf_device_create_ext(&a, pd, 0, NULL, NULL, &ext, 1);
+   mf_device_create_ext(&b, pd, 0, NULL, NULL, &ext, 1);
+   PFN_vkGetMemoryFdKHR get_fd =
+      (PFN_vkGetMemoryFdKHR)vkGetDeviceProcAddr(a.dev, "vkGetMemoryFdKHR");
+   int type = mf_find_memory_type(&a.mp, ~0u,
+                                  VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+   if (!get_fd || type < 0) {
+      fprintf(stderr, "mesa-fork-va-probe: no vkGetMemoryFdKHR or no "
+                      "DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT type\n");
+      return 1;
+   }
+   const uint32_t heap = a.mp.memoryTypes[type].heapIndex;
+   const bool budget = has_memory_budget(pd);
+
+   printf("share: %llu MiB of memory type %d between two devices\n",
+          (unsigned long long)(size >> 20), type);
+   share_line("before", pd, budget, heap, "-");
+
+   VkExportMemoryAllocateInfo export = {
+      .sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+   };
+   VkMemoryAllocateInfo mai = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+      .pNext = &export,
+      .allocationSize = size,
+      .memoryTypeIndex = type,
+   };
+   VkDeviceMemory mem_a, mem_b, mem_a2;
+   void *map_a, *map_b, *map_a2;
+   SHARE_CHECK(vkAllocateMemory(a.dev, &mai, NULL, &mem_a));
+   SHARE_CHECK(vkMapMemory(a.dev, mem_a, 0, VK_WHOLE_SIZE, 0, &map_a));
+   share_write(map_a, size, 1);
+   VkMemoryGetFdInfoKHR gfi = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR,
+      .memory = mem_a,
+      .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+   };
+   int fd = -1, fd2 = -1;
+   SHARE_CHECK(get_fd(a.dev, &gfi, &fd));
+   share_line("exported", pd, budget, heap,
+              share_holds(map_a, size, 1) ? "ok" : "wrong");
+
+   bool all = true, held;
+   SHARE_CHECK(share_import(b.dev, fd, size, type, &mem_b));
+   SHARE_CHECK(vkMapMemory(b.dev, mem_b, 0, VK_WHOLE_SIZE, 0, &map_b));
+   held = share_holds(map_b, size, 1);
+   all &= held;
+   share_line("imported", pd, budget, heap, held ? "ok" : "wrong");
+
+   share_write(map_b, size, 2);
+   held = share_holds(map_a, size, 2);
+   all &= held;
+   share_line("written-by-importer", pd, budget, heap, held ? "ok" : "wrong");
+
+   SHARE_CHECK(get_fd(a.dev, &gfi, &fd2));
+   SHARE_CHECK(share_import(a.dev, fd2, size, type, &mem_a2));
+   SHARE_CHECK(vkMapMemory(a.dev, mem_a2, 0, VK_WHOLE_SIZE, 0, &map_a2));
+   held = share_holds(map_a2, size, 2);
+   all &= held;
+   share_line("imported-by-exporter", pd, budget, heap, held ? "ok" : "wrong");
+
+   vkUnmapMemory(a.dev, mem_a);
+   vkFreeMemory(a.dev, mem_a, NULL);
+   vkUnmapMemory(a.dev, mem_a2);
+   vkFreeMemory(a.dev, mem_a2, NULL);
+   held = share_holds(map_b, size, 2);
+   all &= held;
+   share_line("exporter-freed", pd, budget, heap, held ? "ok" : "wrong");
+
+   vkUnmapMemory(b.dev, mem_b);
+   vkFreeMemory(b.dev, mem_b, NULL);
+   share_line("importer-freed", pd, budget, heap, "-");
+
+   mf_device_destroy(&b);
+   mf_device_destroy(&a);
+   return all ? 0 : 1;
 }
 
 /* One round of allocations: blocks of `block` bytes of memory type `type`
@@ -375,7 +601,7 @@ int
 main(int argc, char **argv)
 {
    unsigned long long block_mib = 256, target_mib = 0, threads = 1;
-   unsigned long long again_block_mib = 0, v;
+   unsigned long long again_block_mib = 0, share_mib = 0, v;
    bool touch = false, again = false;
    for (int i = 1; i < argc; ++i) {
       if (!strcmp(argv[i], "--block-mib") && i + 1 < argc) {
@@ -399,6 +625,9 @@ main(int argc, char **argv)
          again = true;
       } else if (!strcmp(argv[i], "--touch")) {
          touch = true;
+      } else if (!strcmp(argv[i], "--share") && i + 1 < argc) {
+         if (!parse_count(argv[++i], 4096, &share_mib))
+            return usage();
       } else {
          return usage();
       }
@@ -410,6 +639,15 @@ main(int argc, char **argv)
    VkPhysicalDeviceProperties props;
    VkPhysicalDeviceDriverProperties drv;
    mf_get_driver_properties(pd, &props, &drv);
+   if (share_mib) {
+      if (argc != 3)
+         return usage();
+      printf("device: %s, driver %s (%s)\n", props.deviceName,
+             drv.driverName, drv.driverInfo);
+      int ret = share_block(pd, share_mib << 20);
+      mf_instance_destroy(&mi);
+      return ret;
+   }
    struct mf_device d;
    mf_device_create(&d, pd, NULL);
 

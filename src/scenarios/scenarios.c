@@ -63,10 +63,16 @@
  *   timeline-waits   one vkQueueSubmit waiting on the same timeline
  *                    semaphores more than once (values past 2^32, equal low
  *                    halves, equal values)
+ *   submit-oom-batches  one vkQueueSubmit of two batches the runtime
+ *                submits apart (a timeline point between them), submitted
+ *                again while it says VK_ERROR_OUT_OF_DEVICE_MEMORY
  *   submit-oom   submits a chain of N dispatches; when
  *                libmesa-fork-failmalloc.so is preloaded, first with the
  *                1st, 2nd, ... host allocation of the driver failing, each
- *                time checking that the queue is still usable
+ *                time checking that the queue is still usable; without
+ *                it, again while the submission says
+ *                VK_ERROR_OUT_OF_DEVICE_MEMORY (after one submission
+ *                that goes, in both cases)
  *
  * The scenarios that need Vulkan 1.3 (synchronization2, dynamic rendering)
  * exit with 77 on a device without it.
@@ -587,7 +593,10 @@ typedef int (*failmalloc_disarm_fn)(void);
  * until one submission needs no more: each must either succeed or say
  * VK_ERROR_OUT_OF_HOST_MEMORY and leave the queue usable (its fence
  * untouched, and an empty submission behind it signalling its own fence),
- * never lose the device.
+ * never lose the device. Without the preload, a submission the kernel
+ * refuses for want of memory (a shim's ENOMEM) may say
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY instead, under the same conditions, and is
+ * submitted again.
  */
 static void
 submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
@@ -615,7 +624,14 @@ submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
       .pCommandBuffers = &cmd,
    };
 
-   unsigned failed = 0;
+   /* One submission first, so that the queue's timeline has moved once:
+    * a failed submission that moved it too would leave a point nothing
+    * signals (the queue's first point is signalled at its creation).
+    */
+   MF_CHECK(vkQueueSubmit(c->d.queue, 1, &si, VK_NULL_HANDLE));
+   MF_CHECK(vkQueueWaitIdle(c->d.queue));
+
+   unsigned failed = 0, failed_device = 0;
    for (unsigned nth = 1;; nth++) {
       if (arm && disarm)
          arm(nth, "libvulkan_");
@@ -625,12 +641,16 @@ submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
          printf("allocation %u failed: %s\n", nth, mf_result_str(r));
       if (r == VK_SUCCESS)
          break;
-      if (r != VK_ERROR_OUT_OF_HOST_MEMORY || !fired) {
+      if (r == VK_ERROR_OUT_OF_HOST_MEMORY && fired) {
+         failed++;
+      } else if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY && !fired) {
+         printf("submission %u: %s\n", nth, mf_result_str(r));
+         failed_device++;
+      } else {
          fprintf(stderr, "mesa-fork-scenarios: vkQueueSubmit: %s\n",
                  mf_result_str(r));
          exit(2);
       }
-      failed++;
 
       VkResult status = vkGetFenceStatus(c->d.dev, fence);
       if (status != VK_NOT_READY) {
@@ -651,11 +671,89 @@ submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
    }
    MF_CHECK(vkWaitForFences(c->d.dev, 1, &fence, VK_TRUE, UINT64_MAX));
    MF_CHECK(vkQueueWaitIdle(c->d.queue));
-   printf("submit-oom: %u submissions out of host memory, then submitted\n",
-          failed);
+   printf("submit-oom: %u submissions out of host memory, %u out of device "
+          "memory, then submitted\n",
+          failed, failed_device);
    printf("submitted: submit-oom\n");
    vkDestroyFence(c->d.dev, fence, NULL);
    vkDestroyFence(c->d.dev, empty, NULL);
+}
+
+/* One vkQueueSubmit of two batches the runtime cannot merge (the first
+ * signals a timeline point the second waits for), submitted again while it
+ * fails with VK_ERROR_OUT_OF_DEVICE_MEMORY: that result must mean nothing of
+ * the call went. Any other failure exits 2 naming the result.
+ */
+static void
+submit_oom_batches(struct ctx *c, VkCommandBuffer cmd)
+{
+   if (!c->timeline) {
+      printf("skipped: timelineSemaphore not supported\n");
+      exit(77);
+   }
+   VkCommandBuffer cmds[2] = {cmd, begin(c, VK_COMMAND_BUFFER_LEVEL_PRIMARY)};
+   for (unsigned i = 0; i < 2; i++) {
+      bind(c, cmds[i]);
+      vkCmdDispatch(cmds[i], 16, 1, 1);
+      MF_CHECK(vkEndCommandBuffer(cmds[i]));
+   }
+   VkSemaphoreTypeCreateInfo tci = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+   };
+   VkSemaphoreCreateInfo sci = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+      .pNext = &tci,
+   };
+   VkSemaphore sem;
+   MF_CHECK(vkCreateSemaphore(c->d.dev, &sci, NULL, &sem));
+
+   for (unsigned nth = 1;; nth++) {
+      /* Each try signals and waits for a new point. */
+      const uint64_t point = nth;
+      VkPipelineStageFlags stage = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+      VkTimelineSemaphoreSubmitInfo signal_values = {
+         .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+         .signalSemaphoreValueCount = 1,
+         .pSignalSemaphoreValues = &point,
+      };
+      VkTimelineSemaphoreSubmitInfo wait_values = {
+         .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+         .waitSemaphoreValueCount = 1,
+         .pWaitSemaphoreValues = &point,
+      };
+      VkSubmitInfo si[2] = {
+         {
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+            .pNext = &signal_values,
+            .commandBufferCount = 1,
+            .pCommandBuffers = &cmds[0],
+            .signalSemaphoreCount = 1,
+            .pSignalSemaphores = &sem,
+         },
+         {
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+            .pNext = &wait_values,
+            .waitSemaphoreCount = 1,
+            .pWaitSemaphores = &sem,
+            .pWaitDstStageMask = &stage,
+            .commandBufferCount = 1,
+            .pCommandBuffers = &cmds[1],
+         },
+      };
+      VkResult r = vkQueueSubmit(c->d.queue, 2, si, VK_NULL_HANDLE);
+      if (r == VK_SUCCESS)
+         break;
+      if (r != VK_ERROR_OUT_OF_DEVICE_MEMORY || nth == 100) {
+         fprintf(stderr, "mesa-fork-scenarios: vkQueueSubmit: %s\n",
+                 mf_result_str(r));
+         exit(2);
+      }
+      printf("submission %u: %s\n", nth, mf_result_str(r));
+   }
+   MF_CHECK(vkQueueWaitIdle(c->d.queue));
+   printf("submitted: submit-oom-batches\n");
+   vkDestroySemaphore(c->d.dev, sem, NULL);
 }
 
 /* Every scenario main() knows, in the order the tests run them. */
@@ -665,7 +763,7 @@ static const char *const scenario_names[] = {
    "secondary", "empty", "exec-barrier", "exec-barrier2", "empty-barrier2",
    "sync2", "events2", "render", "host", "meta", "timestamp-barrier", "mixed",
    "subpass-query", "reset-event", "query-copy", "query-barrier",
-   "timeline-waits", "submit-oom", "subpass-queries",
+   "timeline-waits", "submit-oom", "subpass-queries", "submit-oom-batches",
 };
 #define N_SCENARIOS (sizeof(scenario_names) / sizeof(scenario_names[0]))
 
@@ -906,6 +1004,9 @@ main(int argc, char **argv)
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "submit-oom")) {
       submit_oom(&c, cmd, count);
+      cmd = VK_NULL_HANDLE;
+   } else if (!strcmp(scenario, "submit-oom-batches")) {
+      submit_oom_batches(&c, cmd);
       cmd = VK_NULL_HANDLE;
    } else if (!strcmp(scenario, "empty")) {
       /* nothing */

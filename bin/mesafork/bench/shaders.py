@@ -56,8 +56,14 @@ NAMES = {
     # The fork's Valhall compiler: most 32-bit values live at once when
     # allocation starts, an estimate of the registers a shader needs.
     "Register Demand": "demand",
+    # The fork's Valhall compiler: thread CPU time of the backend, NIR to
+    # binary, in microseconds, without the allocation check (patch 0063).
+    "Compile Time": "compile_us",
 }
-FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code", "demand")
+FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code", "demand",
+          "compile_us")
+# A pipeline's compile may take at most this many times stock's (issue 38).
+COMPILE_TIME_LIMIT = 2.0
 REGISTER_FILE = 64
 
 
@@ -184,6 +190,8 @@ def fmt(stats):
         parts.append("%d:%d" % (stats.get("spills", 0), stats.get("fills", 0)))
     if "demand" in stats:
         parts.append("%dd" % stats["demand"])
+    if "compile_us" in stats:
+        parts.append("%.1fms" % (stats["compile_us"] / 1000))
     if "code" in stats and "instrs" not in stats:
         parts.append("%dB" % stats["code"])
     return " ".join(parts)
@@ -219,6 +227,26 @@ def ratio(cols, a, b, field):
     return (len(common), sa, sb, sa / sb if sb else None)
 
 
+def compile_time_outliers(cols):
+    """([(pipeline, fork ms, stock ms, ratio)] of the pipelines the fork
+    compiled in more than COMPILE_TIME_LIMIT times stock's time, number
+    compared), or None where the driver reports no compile time."""
+    fork = next((c for c in cols if c.label == "fork"), None)
+    stock = next((c for c in cols if c.label == "stock"), None)
+    if not fork or not stock:
+        return None
+    common = [p for p in fork.pipes if p in stock.pipes
+              and "compile_us" in fork.pipes[p] and "compile_us" in stock.pipes[p]]
+    if not common:
+        return None
+    out = []
+    for p in common:
+        f, s = fork.pipes[p]["compile_us"], stock.pipes[p]["compile_us"]
+        if f > COMPILE_TIME_LIMIT * max(s, 1):
+            out.append((p, f / 1000, s / 1000, f / max(s, 1)))
+    return sorted(out, key=lambda o: -o[3]), len(common)
+
+
 def print_driver(arch, driver, cols, note):
     labels = [c.label for c in cols]
     print()
@@ -231,17 +259,20 @@ def print_driver(arch, driver, cols, note):
         for f in c.failed:
             print("  %-9s FAILED: %s" % (c.label, f))
     names = sorted(set().union(*(c.pipes for c in cols)))
-    distinct = {c.label: len({tuple(sorted(s.items())) + (k.split(" ", 1)[1].split("#")[0],)
+    # The same SPIR-V compiles to the same figures, but for its time
+    distinct = {c.label: len({tuple(sorted((f, v) for f, v in s.items() if f != "compile_us"))
+                              + (k.split(" ", 1)[1].split("#")[0],)
                               for k, s in c.pipes.items()}) for c in cols}
     print("per model and pipeline (in the order ggml-vulkan compiled them; NAME#2 is the "
           "second pipeline of that name in the run): instructions (i), cycle estimate (c), "
           "registers (r), threads (t), spills:fills, register demand before allocation (d, "
+          "the fork's Valhall compiler only), backend compile time (ms, thread CPU time, "
           "the fork's Valhall compiler only); code bytes (B) where that is all the driver "
           "reports")
     width = max([len(n) for n in names] + [8])
-    print("  %-*s  %s" % (width, "pipeline", "  ".join("%-30s" % l for l in labels)))
+    print("  %-*s  %s" % (width, "pipeline", "  ".join("%-36s" % l for l in labels)))
     for n in names:
-        print("  %-*s  %s" % (width, n, "  ".join("%-30s" % fmt(c.pipes.get(n)) for c in cols)))
+        print("  %-*s  %s" % (width, n, "  ".join("%-36s" % fmt(c.pipes.get(n)) for c in cols)))
     print("totals:")
     print("  %-20s %s" % ("distinct pipelines", " ".join("%12d" % distinct[l] for l in labels)))
     rows = [("model x pipeline", "pipelines", "%d"), ("spilling", "spilling", "%d"),
@@ -249,7 +280,7 @@ def print_driver(arch, driver, cols, note):
             ("spilling, demand<=64", "spilling, fits", "%d"),
             ("spills", "spills", "%d"), ("fills", "fills", "%d"), ("cycles", "cycles", "%.1f"),
             ("instructions", "instrs", "%d"), ("registers", "regs", "%d"),
-            ("code bytes", "code", "%d")]
+            ("code bytes", "code", "%d"), ("compile us", "compile_us", "%d")]
     tot = {c.label: totals(c.pipes) for c in cols}
     for title, key, f in rows:
         vals = [tot[l][key] for l in labels]
@@ -266,11 +297,17 @@ def print_driver(arch, driver, cols, note):
     print("ratios over the rows both sides built (same model, same pipeline name: the same "
           "SPIR-V where the device lines agree):")
     for a, b in (("fork", "stock"), ("fork", "upstream")):
-        for field in ("cycles", "instrs", "regs", "spills", "fills", "code"):
+        for field in ("cycles", "instrs", "regs", "spills", "fills", "code", "compile_us"):
             r = ratio(cols, a, b, field)
             if r and r[0] and r[3] is not None:
-                print("  %s/%s %-7s %.3f (%d pipelines: %g vs %g)"
+                print("  %s/%s %-10s %.3f (%d pipelines: %g vs %g)"
                       % (a, b, field, r[3], r[0], r[1], r[2]))
+    slow = compile_time_outliers(cols)
+    if slow is not None:
+        print("compile time, fork vs stock per pipeline (thread CPU time, the check left "
+              "out): %d of %d over %.0fx%s"
+              % (len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
+                 "".join("\n  %s: %.1f ms vs %.1f ms (%.2fx)" % o for o in slow[0])))
 
 
 def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("panfrost", "asahi")):
