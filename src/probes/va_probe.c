@@ -108,12 +108,11 @@ has_memory_budget(VkPhysicalDevice pd)
    return has_extension(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
 }
 
-/* One "memory:" line for heap HEAP: what the probe holds, the heap's size,
- * and its budget and usage when the device reports them.
- */
+/* Heap HEAP's size, and with budget its budget and usage (else 0). */
 static void
-print_memory_as(const char *what, VkPhysicalDevice pd, bool budget,
-                uint32_t heap, unsigned long long held)
+query_heap(VkPhysicalDevice pd, bool budget, uint32_t heap,
+           unsigned long long *size, unsigned long long *budget_B,
+           unsigned long long *usage_B)
 {
    VkPhysicalDeviceMemoryBudgetPropertiesEXT mb = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
@@ -123,11 +122,23 @@ print_memory_as(const char *what, VkPhysicalDevice pd, bool budget,
       .pNext = budget ? &mb : NULL,
    };
    vkGetPhysicalDeviceMemoryProperties2(pd, &mp);
+   *size = mp.memoryProperties.memoryHeaps[heap].size;
+   *budget_B = budget ? mb.heapBudget[heap] : 0;
+   *usage_B = budget ? mb.heapUsage[heap] : 0;
+}
+
+/* One "memory:" line for heap HEAP: what the probe holds, the heap's size,
+ * and its budget and usage when the device reports them.
+ */
+static void
+print_memory_as(const char *what, VkPhysicalDevice pd, bool budget,
+                uint32_t heap, unsigned long long held)
+{
    const double gib = 1ull << 30;
-   unsigned long long size = mp.memoryProperties.memoryHeaps[heap].size;
+   unsigned long long size, b, u;
+   query_heap(pd, budget, heap, &size, &b, &u);
    printf("%s: held=%llu heap=%llu", what, held, size);
    if (budget) {
-      unsigned long long b = mb.heapBudget[heap], u = mb.heapUsage[heap];
       printf(" budget=%llu usage=%llu (GiB: held %.2f, heap %.2f, budget "
              "%.2f, usage %.2f)\n",
              b, u, held / gib, size / gib, b / gib, u / gib);
@@ -229,17 +240,11 @@ static void
 share_line(const char *step, VkPhysicalDevice pd, bool budget, uint32_t heap,
            const char *contents)
 {
-   VkPhysicalDeviceMemoryBudgetPropertiesEXT mb = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
-   };
-   VkPhysicalDeviceMemoryProperties2 mp = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
-      .pNext = budget ? &mb : NULL,
-   };
-   vkGetPhysicalDeviceMemoryProperties2(pd, &mp);
+   unsigned long long size, b, u;
+   query_heap(pd, budget, heap, &size, &b, &u);
    printf("share: %s avail=%lld", step, mem_available());
    if (budget)
-      printf(" usage=%llu", (unsigned long long)mb.heapUsage[heap]);
+      printf(" usage=%llu", u);
    else
       printf(" usage=none");
    printf(" contents=%s\n", contents);

@@ -63,16 +63,16 @@
  *   timeline-waits   one vkQueueSubmit waiting on the same timeline
  *                    semaphores more than once (values past 2^32, equal low
  *                    halves, equal values)
- *   submit-oom-batches  one vkQueueSubmit of two batches the runtime
- *                submits apart (a timeline point between them), submitted
- *                again while it says VK_ERROR_OUT_OF_DEVICE_MEMORY
+ *   submit-oom-batches  one submission, then one vkQueueSubmit of two
+ *                batches the runtime submits apart (a timeline point
+ *                between them), submitted again while it says
+ *                VK_ERROR_OUT_OF_DEVICE_MEMORY
  *   submit-oom   submits a chain of N dispatches; when
  *                libmesa-fork-failmalloc.so is preloaded, first with the
  *                1st, 2nd, ... host allocation of the driver failing, each
  *                time checking that the queue is still usable; without
  *                it, again while the submission says
- *                VK_ERROR_OUT_OF_DEVICE_MEMORY (after one submission
- *                that goes, in both cases)
+ *                VK_ERROR_OUT_OF_DEVICE_MEMORY
  *
  * The scenarios that need Vulkan 1.3 (synchronization2, dynamic rendering)
  * exit with 77 on a device without it.
@@ -520,6 +520,27 @@ query_barrier(struct ctx *c, VkCommandBuffer cmd)
    vkDestroyQueryPool(c->d.dev, qp, NULL);
 }
 
+/* A timeline semaphore at 0; exits 77 where the device has none. */
+static VkSemaphore
+timeline_semaphore(struct ctx *c)
+{
+   if (!c->timeline) {
+      printf("skipped: timelineSemaphore not supported\n");
+      exit(77);
+   }
+   VkSemaphoreTypeCreateInfo tci = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+   };
+   VkSemaphoreCreateInfo sci = {
+      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+      .pNext = &tci,
+   };
+   VkSemaphore sem;
+   MF_CHECK(vkCreateSemaphore(c->d.dev, &sci, NULL, &sem));
+   return sem;
+}
+
 /* One vkQueueSubmit that waits twice on each of three timeline semaphores,
  * signalled from the host beforehand: on 2^32 and 2^32 - 1, on 2^32 + 5
  * and 5 (equal low halves, the higher first), and twice on 7. Waiting on
@@ -528,24 +549,12 @@ query_barrier(struct ctx *c, VkCommandBuffer cmd)
 static void
 timeline_waits(struct ctx *c, VkCommandBuffer cmd)
 {
-   if (!c->timeline) {
-      printf("skipped: timelineSemaphore not supported\n");
-      exit(77);
-   }
    const uint64_t waits[6] = {0x100000000ull, 0xffffffffull, 0x100000005ull,
                               5, 7, 7};
    const uint64_t reach[3] = {0x100000000ull, 0x100000005ull, 7};
    VkSemaphore sem[3];
    for (unsigned i = 0; i < 3; i++) {
-      VkSemaphoreTypeCreateInfo tci = {
-         .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-         .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-      };
-      VkSemaphoreCreateInfo sci = {
-         .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-         .pNext = &tci,
-      };
-      MF_CHECK(vkCreateSemaphore(c->d.dev, &sci, NULL, &sem[i]));
+      sem[i] = timeline_semaphore(c);
       VkSemaphoreSignalInfo ssi = {
          .sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
          .semaphore = sem[i],
@@ -624,13 +633,6 @@ submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
       .pCommandBuffers = &cmd,
    };
 
-   /* One submission first, so that the queue's timeline has moved once:
-    * a failed submission that moved it too would leave a point nothing
-    * signals (the queue's first point is signalled at its creation).
-    */
-   MF_CHECK(vkQueueSubmit(c->d.queue, 1, &si, VK_NULL_HANDLE));
-   MF_CHECK(vkQueueWaitIdle(c->d.queue));
-
    unsigned failed = 0, failed_device = 0;
    for (unsigned nth = 1;; nth++) {
       if (arm && disarm)
@@ -679,35 +681,33 @@ submit_oom(struct ctx *c, VkCommandBuffer cmd, unsigned count)
    vkDestroyFence(c->d.dev, empty, NULL);
 }
 
-/* One vkQueueSubmit of two batches the runtime cannot merge (the first
- * signals a timeline point the second waits for), submitted again while it
- * fails with VK_ERROR_OUT_OF_DEVICE_MEMORY: that result must mean nothing of
- * the call went. Any other failure exits 2 naming the result.
+/* After one submission that goes, one vkQueueSubmit of two batches the
+ * runtime cannot merge (the first signals a timeline point the second
+ * waits for), submitted again while it fails with
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY: that result must mean nothing of the call
+ * went. Any other failure exits 2 naming the result.
  */
 static void
 submit_oom_batches(struct ctx *c, VkCommandBuffer cmd)
 {
-   if (!c->timeline) {
-      printf("skipped: timelineSemaphore not supported\n");
-      exit(77);
-   }
-   VkCommandBuffer cmds[2] = {cmd, begin(c, VK_COMMAND_BUFFER_LEVEL_PRIMARY)};
-   for (unsigned i = 0; i < 2; i++) {
+   VkSemaphore sem = timeline_semaphore(c);
+   VkCommandBuffer cmds[3] = {cmd, begin(c, VK_COMMAND_BUFFER_LEVEL_PRIMARY),
+                              begin(c, VK_COMMAND_BUFFER_LEVEL_PRIMARY)};
+   for (unsigned i = 0; i < 3; i++) {
       bind(c, cmds[i]);
       vkCmdDispatch(cmds[i], 16, 1, 1);
       MF_CHECK(vkEndCommandBuffer(cmds[i]));
    }
-   VkSemaphoreTypeCreateInfo tci = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-      .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
-   };
-   VkSemaphoreCreateInfo sci = {
-      .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
-      .pNext = &tci,
-   };
-   VkSemaphore sem;
-   MF_CHECK(vkCreateSemaphore(c->d.dev, &sci, NULL, &sem));
 
+   /* A submission of its own first, so that the queue's timeline has
+    * moved once: a failed submission that moved it too would leave a point
+    * nothing signals (the queue's first point is signalled at its
+    * creation, which would hide that).
+    */
+   mf_submit_wait(&c->d, cmds[2]);
+   VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+   VkFence fence;
+   MF_CHECK(vkCreateFence(c->d.dev, &fci, NULL, &fence));
    for (unsigned nth = 1;; nth++) {
       /* Each try signals and waits for a new point. */
       const uint64_t point = nth;
@@ -750,9 +750,18 @@ submit_oom_batches(struct ctx *c, VkCommandBuffer cmd)
          exit(2);
       }
       printf("submission %u: %s\n", nth, mf_result_str(r));
+
+      /* The queue is usable: an empty submission behind the failed one
+       * signals its fence (it would wait for a point nothing signals if
+       * the failure had moved the queue's timeline).
+       */
+      MF_CHECK(vkQueueSubmit(c->d.queue, 0, NULL, fence));
+      MF_CHECK(vkWaitForFences(c->d.dev, 1, &fence, VK_TRUE, UINT64_MAX));
+      MF_CHECK(vkResetFences(c->d.dev, 1, &fence));
    }
    MF_CHECK(vkQueueWaitIdle(c->d.queue));
    printf("submitted: submit-oom-batches\n");
+   vkDestroyFence(c->d.dev, fence, NULL);
    vkDestroySemaphore(c->d.dev, sem, NULL);
 }
 
