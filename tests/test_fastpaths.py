@@ -328,6 +328,34 @@ class BenchShadersParsing(unittest.TestCase):
         stock.pipes = {"m a": {"cycles": 1.0}}
         self.assertIsNone(shaders.compile_time_outliers([fork, stock]))
 
+    def test_compile_time_is_measured_against_stock_allocation(self):
+        # With a stock-ra column (same SPIR-V), that is the reference
+        fork, stock = shaders.Column("fork", {}), shaders.Column("stock", {})
+        ra = shaders.Column(shaders.RA_STOCK_LABEL, {})
+        fork.pipes = {"m a": {"compile_us": 3000}}
+        stock.pipes = {"m a": {"compile_us": 1000}}
+        ra.pipes = {"m a": {"compile_us": 2000}}
+        slow, compared = shaders.compile_time_outliers([stock, ra, fork])
+        self.assertEqual((slow, compared), ([], 1))
+
+    def test_goal_report(self):
+        fork, ra = shaders.Column("fork", {}), shaders.Column(shaders.RA_STOCK_LABEL, {})
+        up = shaders.Column("upstream", {})
+        fork.pipes = {"m a": {"spills": 1, "fills": 4, "cycles": 10.0, "demand": 60},
+                      "m b": {"spills": 5, "fills": 6, "cycles": 20.0, "demand": 90},
+                      "m c": {"spills": 0, "fills": 0, "cycles": 1.0, "demand": 20}}
+        ra.pipes = {"m a": {"fills": 8}, "m b": {"fills": 12}, "m c": {"fills": 0}}
+        up.pipes = {"m a": {"spills": 2, "fills": 3, "cycles": 30.0},
+                    "m b": {"spills": 9, "fills": 9, "cycles": 19.0}}
+        fits, worse, share, ok = shaders.goal_report([ra, fork, up])
+        self.assertEqual(fits, ["m a"])
+        self.assertEqual(worse, [("m a", "fills", 4, 3), ("m b", "cycles", 20.0, 19.0)])
+        self.assertEqual((share, ok), (0.5, True))
+        ra.pipes["m b"]["fills"] = 11
+        self.assertFalse(shaders.goal_report([ra, fork, up])[3])
+        # Without the stock allocation's column, no verdict
+        self.assertIsNone(shaders.goal_report([fork, up]))
+
     def test_ratio_is_over_the_rows_both_built(self):
         a, b = shaders.Column("fork", {}), shaders.Column("stock", {})
         a.pipes = {"m x": {"cycles": 2.0}, "m y": {"cycles": 8.0}}

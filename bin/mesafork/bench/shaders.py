@@ -65,6 +65,13 @@ FIELDS = ("instrs", "cycles", "regs", "threads", "spills", "fills", "code", "dem
 # A pipeline's compile may take at most this many times stock's (issue 38).
 COMPILE_TIME_LIMIT = 2.0
 REGISTER_FILE = 64
+# The fork's build with only its register allocation switched back to
+# 25.0.7's (the fast paths stay on, so the SPIR-V is the fork column's):
+# the column issue 38's fill and compile-time bounds are measured against.
+RA_STOCK_LABEL = "stock-ra"
+RA_STOCK = {"BIFROST_SPILL_REUSE": "0", "BIFROST_REMAT": "0", "BIFROST_SPILL_SPLIT": "0"}
+# Issue 38: the fork's total fills at most this share of stock's allocation's
+FILLS_LIMIT = 0.5
 
 
 def model_files(root, work, names):
@@ -166,6 +173,8 @@ def columns(fork, prefix, driver, sid):
     fork_debug = dict(debug, **{DEBUG_ENV[driver]: FORK_DEBUG[driver]})
     run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **fork_debug, **knobs)
     cols = [Column("stock", run(**stock_knobs(conf, driver))), Column("fork", run())]
+    if driver == "panfrost":
+        cols.insert(1, Column(RA_STOCK_LABEL, run(**RA_STOCK)))
     if driver == "panfrost" and fork.arch not in conf["upstream"]["panvk_arches"].split():
         note = "sid builds no panvk for %s" % fork.arch
     else:
@@ -230,9 +239,11 @@ def ratio(cols, a, b, field):
 def compile_time_outliers(cols):
     """([(pipeline, fork ms, stock ms, ratio)] of the pipelines the fork
     compiled in more than COMPILE_TIME_LIMIT times stock's time, number
-    compared), or None where the driver reports no compile time."""
+    compared), or None where the driver reports no compile time. Stock is
+    the stock-ra column where there is one (the same SPIR-V), else stock."""
     fork = next((c for c in cols if c.label == "fork"), None)
-    stock = next((c for c in cols if c.label == "stock"), None)
+    stock = next((c for c in cols if c.label == RA_STOCK_LABEL), None) or \
+        next((c for c in cols if c.label == "stock"), None)
     if not fork or not stock:
         return None
     common = [p for p in fork.pipes if p in stock.pipes
@@ -245,6 +256,33 @@ def compile_time_outliers(cols):
         if f > COMPILE_TIME_LIMIT * max(s, 1):
             out.append((p, f / 1000, s / 1000, f / max(s, 1)))
     return sorted(out, key=lambda o: -o[3]), len(common)
+
+
+def goal_report(cols):
+    """Issue 38's conditions on the fork column, or None without a
+    stock-ra column: (pipelines spilling with a demand of at most 64,
+    [(pipeline, field, fork, upstream)] where the fork has more spills,
+    fills or cycles than upstream on a row both built, the fork/stock-ra
+    fills ratio or None, whether it is within FILLS_LIMIT)."""
+    by = {c.label: c for c in cols}
+    fork, ra = by.get("fork"), by.get(RA_STOCK_LABEL)
+    if not fork or not ra:
+        return None
+    fits = sorted(p for p, s in fork.pipes.items()
+                  if (s.get("spills", 0) or s.get("fills", 0))
+                  and s.get("demand", REGISTER_FILE + 1) <= REGISTER_FILE)
+    worse = []
+    up = by.get("upstream")
+    for p in sorted(fork.pipes):
+        if not up or p not in up.pipes:
+            continue
+        for field in ("spills", "fills", "cycles"):
+            f, u = fork.pipes[p].get(field), up.pipes[p].get(field)
+            if f is not None and u is not None and f > u:
+                worse.append((p, field, f, u))
+    r = ratio(cols, "fork", RA_STOCK_LABEL, "fills")
+    share = r[3] if r and r[0] else None
+    return fits, worse, share, share is not None and share <= FILLS_LIMIT
 
 
 def print_driver(arch, driver, cols, note):
@@ -296,17 +334,28 @@ def print_driver(arch, driver, cols, note):
             "%12s" % (c.ra_rejected if c.label != "upstream" else "-") for c in cols)))
     print("ratios over the rows both sides built (same model, same pipeline name: the same "
           "SPIR-V where the device lines agree):")
-    for a, b in (("fork", "stock"), ("fork", "upstream")):
+    for a, b in (("fork", "stock"), ("fork", RA_STOCK_LABEL), ("fork", "upstream")):
         for field in ("cycles", "instrs", "regs", "spills", "fills", "code", "compile_us"):
             r = ratio(cols, a, b, field)
             if r and r[0] and r[3] is not None:
                 print("  %s/%s %-10s %.3f (%d pipelines: %g vs %g)"
                       % (a, b, field, r[3], r[0], r[1], r[2]))
+    goal = goal_report(cols)
+    if goal is not None:
+        fits, worse, share, ok = goal
+        print("issue 38 (fork column): spilling with a demand of at most %d: %d%s"
+              % (REGISTER_FILE, len(fits), "".join("\n  %s" % p for p in fits)))
+        print("  more spills, fills or cycles than upstream on the same pipeline: %d%s"
+              % (len(worse), "".join("\n  %s %s: %g vs %g" % w for w in worse)))
+        print("  fills, fork/%s: %s (goal: at most %.2f): %s"
+              % (RA_STOCK_LABEL, "-" if share is None else "%.3f" % share, FILLS_LIMIT,
+                 "met" if ok else "not met"))
     slow = compile_time_outliers(cols)
     if slow is not None:
-        print("compile time, fork vs stock per pipeline (thread CPU time, the check left "
-              "out): %d of %d over %.0fx%s"
-              % (len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
+        print("compile time, fork vs stock%s per pipeline (thread CPU time, the check "
+              "left out): %d of %d over %.0fx%s"
+              % ("-ra" if any(c.label == RA_STOCK_LABEL for c in cols) else "",
+                 len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
                  "".join("\n  %s: %.1f ms vs %.1f ms (%.2fx)" % o for o in slow[0])))
 
 
