@@ -180,6 +180,36 @@ class FastPaths:
         self.assertFalse(off["fp16"]["ran"])
         self.assertFalse(off["int_dot"]["ran"])
 
+    def test_panvk_merges_ssbo_loads_only_without_robust_buffer_access(self):
+        """The probe's four neighbouring storage-buffer loads at a 16-byte
+        aligned word compile to one 128-bit LD_BUFFER on a device without
+        robustBufferAccess, to 32-bit ones on a device with it (a merged
+        load partly out of bounds would lose its in-bounds words), and to
+        32-bit ones everywhere with PANVK_VECTORIZE_SSBO=0, and with a
+        malformed value, which is reported once."""
+        for env, want in (({}, True), ({"PANVK_VECTORIZE_SSBO": "0"}, False),
+                          ({"PANVK_VECTORIZE_SSBO": "maybe"}, False)):
+            with self.subTest(env=env):
+                _, checks, r = probe(self.t, "panfrost", "--compute",
+                                     BIFROST_MESA_DEBUG="shaders", **env)
+                self.assertTrue(checks["ssbo_vec4"]["ran"], r.stdout[-2000:] + r.stderr[-2000:])
+                self.assertTrue(checks["ssbo_vec4_robust"]["ran"], r.stdout[-2000:])
+                # The compiler prints each shader while the check creates
+                # its pipeline, before the check's own line.
+                out = r.stdout
+                end_plain = out.index('{"check": "ssbo_vec4",')
+                start = out.rindex('{"check": ', 0, end_plain)
+                end_robust = out.index('{"check": "ssbo_vec4_robust"')
+                plain, robust = out[start:end_plain], out[end_plain:end_robust]
+                for name, dump in (("plain", plain), ("robust", robust)):
+                    self.assertIn("LD_BUFFER", dump, name)
+                self.assertEqual("LD_BUFFER.i128" in plain, want, plain[-3000:])
+                self.assertNotIn("LD_BUFFER.i128", robust, robust[-3000:])
+                self.assertIn("LD_BUFFER.i32", robust)
+                warnings = [l for l in r.stderr.splitlines() if "PANVK_VECTORIZE_SSBO" in l]
+                self.assertEqual(len(warnings), 1 if env.get("PANVK_VECTORIZE_SSBO") == "maybe"
+                                 else 0, r.stderr[-2000:])
+
     def test_panvk_reports_the_shader_db_figures(self):
         """The pipeline executable statistics panvk reports are the figures
         of the compiler's shader-db line for the same compile: for every

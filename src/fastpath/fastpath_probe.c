@@ -27,6 +27,11 @@
  *              the inputs include -128 lanes and accumulators at the
  *              edges of the 32-bit range, so that sign extension and
  *              saturation are exercised
+ *   "ssbo_vec4"  four neighbouring 32-bit storage-buffer loads at a
+ *              16-byte aligned word (ssbo.comp), the run panvk merges into
+ *              one 128-bit load; "ssbo_vec4_robust" the same on a second
+ *              device with robustBufferAccess enabled, where it must not
+ *              (run where the device supports robustBufferAccess)
  *   "required_subgroup_size"  a compute pipeline created with the device's
  *              maxSubgroupSize as its required size, where the device
  *              lists the compute stage in requiredSubgroupSizeStages, and
@@ -56,6 +61,7 @@
 #include "dot_spv.h"
 #include "fill_spv.h"
 #include "fp16_spv.h"
+#include "ssbo_spv.h"
 
 #define LANES 64
 #define OUT_BASE 256
@@ -187,6 +193,16 @@ fp16_inputs(uint32_t *v, uint32_t *want)
    }
 }
 
+static void
+ssbo_inputs(uint32_t *v, uint32_t *want)
+{
+   uint32_t s = 4242;
+   for (unsigned i = 0; i < 4 * LANES; ++i)
+      v[i] = next(&s);
+   for (unsigned i = 0; i < LANES; ++i)
+      want[i] = v[4 * i] + 3u * v[4 * i + 1] + 5u * v[4 * i + 2] + 7u * v[4 * i + 3];
+}
+
 static int
 self_test(void)
 {
@@ -245,6 +261,7 @@ struct caps {
    VkPhysicalDeviceFloatControlsProperties fc;
    VkPhysicalDeviceSubgroupSizeControlProperties ssc_props;
    bool ext_16bit_storage, ext_float16_int8, ext_int_dot, ext_ssc;
+   bool robust_buffer_access;
 };
 
 static bool
@@ -285,6 +302,7 @@ query(VkPhysicalDevice pd, struct caps *c)
       .pNext = &c->ssc,
    };
    vkGetPhysicalDeviceFeatures2(pd, &f2);
+   c->robust_buffer_access = f2.features.robustBufferAccess;
 
    c->idp_props.sType =
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
@@ -586,7 +604,21 @@ main(int argc, char **argv)
       else
          not_run("required_subgroup_size", "no VK_EXT_subgroup_size_control");
 
+      memset(v, 0, sizeof(v));
+      ssbo_inputs(v, want);
+      wrong += run_check(&d, "ssbo_vec4", ssbo_spv, sizeof(ssbo_spv), v, want, LANES);
+
       mf_device_destroy(&d);
+
+      if (c.robust_buffer_access) {
+         VkPhysicalDeviceFeatures robust = {.robustBufferAccess = VK_TRUE};
+         mf_device_create_ext(&d, pd, 0, &robust, NULL, NULL, 0);
+         wrong += run_check(&d, "ssbo_vec4_robust", ssbo_spv, sizeof(ssbo_spv), v, want,
+                            LANES);
+         mf_device_destroy(&d);
+      } else {
+         not_run("ssbo_vec4_robust", "no robustBufferAccess");
+      }
    }
    printf("summary: ggml-vulkan will show fp16: %d | int dot: %d; %s\n", ggml_fp16(&c),
           ggml_int_dot(&c),
