@@ -183,29 +183,37 @@ class FastPaths:
     def test_panvk_merges_ssbo_loads_only_without_robust_buffer_access(self):
         """The probe's four neighbouring storage-buffer loads at a 16-byte
         aligned word compile to one 128-bit LD_BUFFER on a device without
-        robustBufferAccess, to 32-bit ones on a device with it (a merged
-        load partly out of bounds would lose its in-bounds words), and to
-        32-bit ones everywhere with PANVK_VECTORIZE_SSBO=0, and with a
-        malformed value, which is reported once."""
-        for env, want in (({}, True), ({"PANVK_VECTORIZE_SSBO": "0"}, False),
-                          ({"PANVK_VECTORIZE_SSBO": "maybe"}, False)):
+        robustBufferAccess (bound at offset 0 and at 4 bytes), and not to
+        any wider load on a device with it. With PANVK_VECTORIZE_SSBO=0,
+        or a malformed value (reported once), nothing is merged. Since a
+        pipeline that asks for no robustness gets merged loads, panvk
+        promises none by default (defaultRobustnessStorageBuffers); with
+        the switch off it promises robust buffer access, as 25.0.7 did."""
+        wide = re.compile(r"LD_BUFFER\.i(64|96|128)\b")
+        for env, merged in (({}, True), ({"PANVK_VECTORIZE_SSBO": "0"}, False),
+                            ({"PANVK_VECTORIZE_SSBO": "maybe"}, False)):
             with self.subTest(env=env):
-                _, checks, r = probe(self.t, "panfrost", "--compute",
-                                     BIFROST_MESA_DEBUG="shaders", **env)
-                self.assertTrue(checks["ssbo_vec4"]["ran"], r.stdout[-2000:] + r.stderr[-2000:])
-                self.assertTrue(checks["ssbo_vec4_robust"]["ran"], r.stdout[-2000:])
+                dev, checks, r = probe(self.t, "panfrost", "--compute",
+                                       BIFROST_MESA_DEBUG="shaders", **env)
+                for name in ("ssbo_vec4", "ssbo_vec4_offset", "ssbo_vec4_robust"):
+                    self.assertTrue(checks[name]["ran"], r.stdout[-2000:] + r.stderr[-2000:])
+                self.assertEqual(dev["default_robustness_storage_buffers"],
+                                 "disabled" if merged else "robust_buffer_access")
                 # The compiler prints each shader while the check creates
-                # its pipeline, before the check's own line.
+                # its pipeline, before the check's own line (one stdout).
                 out = r.stdout
-                end_plain = out.index('{"check": "ssbo_vec4",')
-                start = out.rindex('{"check": ', 0, end_plain)
-                end_robust = out.index('{"check": "ssbo_vec4_robust"')
-                plain, robust = out[start:end_plain], out[end_plain:end_robust]
-                for name, dump in (("plain", plain), ("robust", robust)):
-                    self.assertIn("LD_BUFFER", dump, name)
-                self.assertEqual("LD_BUFFER.i128" in plain, want, plain[-3000:])
-                self.assertNotIn("LD_BUFFER.i128", robust, robust[-3000:])
-                self.assertIn("LD_BUFFER.i32", robust)
+                marks = {}
+                for name in ("ssbo_vec4", "ssbo_vec4_offset", "ssbo_vec4_robust"):
+                    marks[name] = out.index('{"check": "%s",' % name)
+                start = out.rindex('{"check": ', 0, marks["ssbo_vec4"])
+                dumps = {"plain": out[start:marks["ssbo_vec4"]],
+                         "offset": out[marks["ssbo_vec4"]:marks["ssbo_vec4_offset"]],
+                         "robust": out[marks["ssbo_vec4_offset"]:marks["ssbo_vec4_robust"]]}
+                for name, dump in dumps.items():
+                    self.assertIn("LD_BUFFER.i32" if name == "robust" or not merged
+                                  else "LD_BUFFER.i128", dump, name)
+                    if name == "robust" or not merged:
+                        self.assertIsNone(wide.search(dump), (name, dump[-3000:]))
                 warnings = [l for l in r.stderr.splitlines() if "PANVK_VECTORIZE_SSBO" in l]
                 self.assertEqual(len(warnings), 1 if env.get("PANVK_VECTORIZE_SSBO") == "maybe"
                                  else 0, r.stderr[-2000:])

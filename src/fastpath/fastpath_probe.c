@@ -29,8 +29,12 @@
  *              saturation are exercised
  *   "ssbo_vec4"  four neighbouring 32-bit storage-buffer loads at a
  *              16-byte aligned word (ssbo.comp), the run panvk merges into
- *              one 128-bit load; "ssbo_vec4_robust" the same on a second
- *              device with robustBufferAccess enabled, where it must not
+ *              one 128-bit load; "ssbo_vec4_offset" the same with the
+ *              buffer bound minStorageBufferOffsetAlignment bytes into its
+ *              memory (4 on panvk: the merged loads' addresses are then
+ *              4 mod 16), where that is not a multiple of 16;
+ *              "ssbo_vec4_robust" the first on a second device with
+ *              robustBufferAccess enabled, where panvk does not merge
  *              (run where the device supports robustBufferAccess)
  *   "required_subgroup_size"  a compute pipeline created with the device's
  *              maxSubgroupSize as its required size, where the device
@@ -260,8 +264,9 @@ struct caps {
    VkPhysicalDeviceShaderIntegerDotProductProperties idp_props;
    VkPhysicalDeviceFloatControlsProperties fc;
    VkPhysicalDeviceSubgroupSizeControlProperties ssc_props;
+   VkPhysicalDevicePipelineRobustnessPropertiesEXT robustness;
    bool ext_16bit_storage, ext_float16_int8, ext_int_dot, ext_ssc;
-   bool robust_buffer_access;
+   bool ext_pipeline_robustness, robust_buffer_access;
 };
 
 static bool
@@ -288,6 +293,7 @@ query(VkPhysicalDevice pd, struct caps *c)
    c->ext_float16_int8 = has_ext(exts, n, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
    c->ext_int_dot = has_ext(exts, n, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
    c->ext_ssc = has_ext(exts, n, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+   c->ext_pipeline_robustness = has_ext(exts, n, VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME);
    free(exts);
 
    c->f16i8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
@@ -310,9 +316,11 @@ query(VkPhysicalDevice pd, struct caps *c)
    c->fc.pNext = &c->idp_props;
    c->ssc_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
    c->ssc_props.pNext = &c->fc;
+   c->robustness.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_PROPERTIES_EXT;
+   c->robustness.pNext = &c->ssc_props;
    VkPhysicalDeviceProperties2 p2 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-      .pNext = &c->ssc_props,
+      .pNext = c->ext_pipeline_robustness ? (void *)&c->robustness : &c->ssc_props,
    };
    vkGetPhysicalDeviceProperties2(pd, &p2);
 }
@@ -342,6 +350,20 @@ independence(VkShaderFloatControlsIndependence i)
 }
 
 #define B(x) ((x) ? "true" : "false")
+
+static const char *
+buffer_behavior(VkPipelineRobustnessBufferBehaviorEXT b)
+{
+   switch (b) {
+   case VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT: return "device_default";
+   case VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DISABLED_EXT: return "disabled";
+   case VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_ROBUST_BUFFER_ACCESS_EXT:
+      return "robust_buffer_access";
+   case VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_ROBUST_BUFFER_ACCESS_2_EXT:
+      return "robust_buffer_access_2";
+   default: return "unknown";
+   }
+}
 
 static void
 print_caps(const struct caps *c)
@@ -398,6 +420,12 @@ print_caps(const struct caps *c)
    printf("\"subgroup\": {\"min\": %u, \"max\": %u, \"required_stages_compute\": %s}, ",
           c->ssc_props.minSubgroupSize, c->ssc_props.maxSubgroupSize,
           B(c->ssc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT));
+   /* What a pipeline that asks for no robustness gets (panvk: merged
+    * storage-buffer loads, so none)
+    */
+   if (c->ext_pipeline_robustness)
+      printf("\"default_robustness_storage_buffers\": \"%s\", ",
+             buffer_behavior(c->robustness.defaultRobustnessStorageBuffers));
    printf("\"ggml\": {\"fp16\": %d, \"int_dot\": %d}}\n", ggml_fp16(c), ggml_int_dot(c));
 }
 
@@ -436,23 +464,36 @@ create_device(struct mf_device *d, VkPhysicalDevice pd, const struct caps *c)
 }
 
 /* Runs spv over one workgroup of LANES invocations on the words in v and
- * compares words OUT_BASE.. with want.
+ * compares words OUT_BASE.. with want; the storage buffer is bound
+ * bind_bytes (a multiple of 4) into its memory.
  */
 static unsigned
-run_check(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv_size,
-          const uint32_t *v, const uint32_t *want, unsigned nwant)
+run_check_at(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv_size,
+             const uint32_t *v, const uint32_t *want, unsigned nwant, unsigned bind_bytes)
 {
    struct mf_buffer buf;
-   mf_buffer_create(d, WORDS * 4, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1,
+   mf_buffer_create(d, WORDS * 4 + bind_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1,
                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                        VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                     &buf);
    uint32_t *map;
    MF_CHECK(vkMapMemory(d->dev, buf.mem, 0, VK_WHOLE_SIZE, 0, (void **)&map));
+   map += bind_bytes / 4;
    memcpy(map, v, WORDS * 4);
 
    struct mf_compute c;
    mf_compute_create(d, spv, spv_size, 0, buf.buf, NULL, 0, &c);
+   if (bind_bytes) {
+      VkDescriptorBufferInfo dbi = {buf.buf, bind_bytes, WORDS * 4};
+      VkWriteDescriptorSet w = {
+         .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+         .dstSet = c.set,
+         .descriptorCount = 1,
+         .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+         .pBufferInfo = &dbi,
+      };
+      vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
+   }
    VkCommandBuffer cmd = mf_begin(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
    mf_compute_bind(cmd, &c, NULL, 0);
@@ -468,6 +509,13 @@ run_check(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv
    mf_compute_destroy(d, &c);
    mf_buffer_destroy(d, &buf);
    return wrong;
+}
+
+static unsigned
+run_check(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv_size,
+          const uint32_t *v, const uint32_t *want, unsigned nwant)
+{
+   return run_check_at(d, name, spv, spv_size, v, want, nwant, 0);
 }
 
 static void
@@ -607,6 +655,16 @@ main(int argc, char **argv)
       memset(v, 0, sizeof(v));
       ssbo_inputs(v, want);
       wrong += run_check(&d, "ssbo_vec4", ssbo_spv, sizeof(ssbo_spv), v, want, LANES);
+
+      /* The same with the buffer bound as far off 16 bytes as the device
+       * allows: the merged loads' addresses are then not 16-byte aligned.
+       */
+      VkDeviceSize min_align = c.props.limits.minStorageBufferOffsetAlignment;
+      if (min_align % 16)
+         wrong += run_check_at(&d, "ssbo_vec4_offset", ssbo_spv, sizeof(ssbo_spv), v, want,
+                               LANES, min_align < 4 ? 4 : (unsigned)min_align);
+      else
+         not_run("ssbo_vec4_offset", "minStorageBufferOffsetAlignment is a multiple of 16");
 
       mf_device_destroy(&d);
 
