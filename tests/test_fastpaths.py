@@ -182,41 +182,64 @@ class FastPaths:
 
     def test_panvk_merges_ssbo_loads_only_without_robust_buffer_access(self):
         """The probe's four neighbouring storage-buffer loads at a 16-byte
-        aligned word compile to one 128-bit LD_BUFFER on a device without
-        robustBufferAccess (bound at offset 0 and at 4 bytes), and not to
-        any wider load on a device with it. With PANVK_VECTORIZE_SSBO=0,
-        or a malformed value (reported once), nothing is merged. Since a
-        pipeline that asks for no robustness gets merged loads, panvk
-        promises none by default (defaultRobustnessStorageBuffers); with
-        the switch off it promises robust buffer access, as 25.0.7 did."""
+        aligned word compile to one 128-bit LD_BUFFER and no 32-bit one on
+        a device without robustBufferAccess (bound at offset 0 and at 4
+        bytes), and to no load wider than 32 bits where robustness is asked
+        for: by the pipeline (VK_EXT_pipeline_robustness) or by the device.
+        With PANVK_VECTORIZE_SSBO=0, or a malformed value (reported once),
+        nothing is merged. Since a pipeline that asks for no robustness
+        gets merged loads, panvk promises none by default
+        (defaultRobustnessStorageBuffers); with the switch off it promises
+        robust buffer access, as 25.0.7 did."""
         wide = re.compile(r"LD_BUFFER\.i(64|96|128)\b")
+        checks_in_order = ("ssbo_vec4", "ssbo_vec4_offset", "ssbo_vec4_pipeline_robust",
+                           "ssbo_vec4_robust")
         for env, merged in (({}, True), ({"PANVK_VECTORIZE_SSBO": "0"}, False),
                             ({"PANVK_VECTORIZE_SSBO": "maybe"}, False)):
             with self.subTest(env=env):
                 dev, checks, r = probe(self.t, "panfrost", "--compute",
                                        BIFROST_MESA_DEBUG="shaders", **env)
-                for name in ("ssbo_vec4", "ssbo_vec4_offset", "ssbo_vec4_robust"):
+                for name in checks_in_order:
                     self.assertTrue(checks[name]["ran"], r.stdout[-2000:] + r.stderr[-2000:])
                 self.assertEqual(dev["default_robustness_storage_buffers"],
                                  "disabled" if merged else "robust_buffer_access")
                 # The compiler prints each shader while the check creates
                 # its pipeline, before the check's own line (one stdout).
                 out = r.stdout
-                marks = {}
-                for name in ("ssbo_vec4", "ssbo_vec4_offset", "ssbo_vec4_robust"):
-                    marks[name] = out.index('{"check": "%s",' % name)
-                start = out.rindex('{"check": ', 0, marks["ssbo_vec4"])
-                dumps = {"plain": out[start:marks["ssbo_vec4"]],
-                         "offset": out[marks["ssbo_vec4"]:marks["ssbo_vec4_offset"]],
-                         "robust": out[marks["ssbo_vec4_offset"]:marks["ssbo_vec4_robust"]]}
+                ends = [out.index('{"check": "%s",' % name) for name in checks_in_order]
+                starts = [out.rindex('{"check": ', 0, ends[0])] + ends[:-1]
+                dumps = {name: out[a:b] for name, a, b in zip(checks_in_order, starts, ends)}
+                # The pipeline-robustness check builds the default pipeline
+                # first, then the one asking for robustness: its last dump
+                last = dumps["ssbo_vec4_pipeline_robust"]
+                dumps["ssbo_vec4_pipeline_robust"] = last[last.rindex("shader: MESA_SHADER"):]
                 for name, dump in dumps.items():
-                    self.assertIn("LD_BUFFER.i32" if name == "robust" or not merged
-                                  else "LD_BUFFER.i128", dump, name)
-                    if name == "robust" or not merged:
+                    robust = name.endswith("_robust")
+                    if merged and not robust:
+                        self.assertIn("LD_BUFFER.i128", dump, name)
+                        self.assertNotIn("LD_BUFFER.i32", dump, name)
+                    else:
+                        self.assertIn("LD_BUFFER.i32", dump, name)
                         self.assertIsNone(wide.search(dump), (name, dump[-3000:]))
                 warnings = [l for l in r.stderr.splitlines() if "PANVK_VECTORIZE_SSBO" in l]
                 self.assertEqual(len(warnings), 1 if env.get("PANVK_VECTORIZE_SSBO") == "maybe"
                                  else 0, r.stderr[-2000:])
+
+    def test_panvk_pipeline_cache_follows_the_compiler_switches(self):
+        """A VkPipelineCache written under one setting of the switches that
+        change what panvk's compiler makes must not be taken under another
+        (vk_pipeline_cache checks pipelineCacheUUID): the UUID is the same
+        for the same setting and differs with each switch off."""
+        uuid = lambda **env: probe(self.t, "panfrost", **env)[0]["pipeline_cache_uuid"]
+        base = uuid()
+        self.assertEqual(uuid(), base)
+        seen = {base}
+        for knob in ("PANVK_VECTORIZE_SSBO", "BIFROST_SPILL_REUSE", "BIFROST_REMAT",
+                     "BIFROST_SPILL_SPLIT"):
+            with self.subTest(knob=knob):
+                u = uuid(**{knob: "0"})
+                self.assertNotIn(u, seen)
+                seen.add(u)
 
     def test_panvk_reports_the_shader_db_figures(self):
         """The pipeline executable statistics panvk reports are the figures

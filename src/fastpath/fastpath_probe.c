@@ -33,9 +33,11 @@
  *              buffer bound minStorageBufferOffsetAlignment bytes into its
  *              memory (4 on panvk: the merged loads' addresses are then
  *              4 mod 16), where that is not a multiple of 16;
- *              "ssbo_vec4_robust" the first on a second device with
- *              robustBufferAccess enabled, where panvk does not merge
- *              (run where the device supports robustBufferAccess)
+ *              "ssbo_vec4_pipeline_robust" the first with its pipeline
+ *              asking for robust storage buffers (VK_EXT_pipeline_
+ *              robustness), and "ssbo_vec4_robust" the first on a second
+ *              device with robustBufferAccess enabled: panvk merges in
+ *              neither (run where the device supports them)
  *   "required_subgroup_size"  a compute pipeline created with the device's
  *              maxSubgroupSize as its required size, where the device
  *              lists the compute stage in requiredSubgroupSizeStages, and
@@ -265,6 +267,7 @@ struct caps {
    VkPhysicalDeviceFloatControlsProperties fc;
    VkPhysicalDeviceSubgroupSizeControlProperties ssc_props;
    VkPhysicalDevicePipelineRobustnessPropertiesEXT robustness;
+   VkPhysicalDevicePipelineRobustnessFeaturesEXT pr;
    bool ext_16bit_storage, ext_float16_int8, ext_int_dot, ext_ssc;
    bool ext_pipeline_robustness, robust_buffer_access;
 };
@@ -303,9 +306,11 @@ query(VkPhysicalDevice pd, struct caps *c)
    c->idp.pNext = &c->s16;
    c->ssc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
    c->ssc.pNext = &c->idp;
+   c->pr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT;
+   c->pr.pNext = &c->ssc;
    VkPhysicalDeviceFeatures2 f2 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-      .pNext = &c->ssc,
+      .pNext = c->ext_pipeline_robustness ? (void *)&c->pr : &c->ssc,
    };
    vkGetPhysicalDeviceFeatures2(pd, &f2);
    c->robust_buffer_access = f2.features.robustBufferAccess;
@@ -420,6 +425,13 @@ print_caps(const struct caps *c)
    printf("\"subgroup\": {\"min\": %u, \"max\": %u, \"required_stages_compute\": %s}, ",
           c->ssc_props.minSubgroupSize, c->ssc_props.maxSubgroupSize,
           B(c->ssc_props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT));
+   /* Pipeline caches are taken only where this matches: the fork's panvk
+    * changes it with the switches that change what its compiler makes
+    */
+   printf("\"pipeline_cache_uuid\": \"");
+   for (unsigned i = 0; i < VK_UUID_SIZE; ++i)
+      printf("%02x", c->props.pipelineCacheUUID[i]);
+   printf("\", ");
    /* What a pipeline that asks for no robustness gets (panvk: merged
     * storage-buffer loads, so none)
     */
@@ -432,7 +444,7 @@ print_caps(const struct caps *c)
 static void
 create_device(struct mf_device *d, VkPhysicalDevice pd, const struct caps *c)
 {
-   const char *exts[4];
+   const char *exts[5];
    uint32_t n = 0;
    if (c->ext_16bit_storage)
       exts[n++] = VK_KHR_16BIT_STORAGE_EXTENSION_NAME;
@@ -442,6 +454,8 @@ create_device(struct mf_device *d, VkPhysicalDevice pd, const struct caps *c)
       exts[n++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
    if (c->ext_ssc)
       exts[n++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+   if (c->ext_pipeline_robustness)
+      exts[n++] = VK_EXT_PIPELINE_ROBUSTNESS_EXTENSION_NAME;
 
    /* Enable what is supported of what the checks use. */
    VkPhysicalDeviceShaderFloat16Int8Features f16i8 = {
@@ -458,7 +472,12 @@ create_device(struct mf_device *d, VkPhysicalDevice pd, const struct caps *c)
       .pNext = c->ext_int_dot ? (void *)&idp : idp.pNext,
       .subgroupSizeControl = c->ext_ssc && c->ssc.subgroupSizeControl,
    };
-   void *chain = c->ext_ssc ? (void *)&ssc : ssc.pNext;
+   VkPhysicalDevicePipelineRobustnessFeaturesEXT pr = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_ROBUSTNESS_FEATURES_EXT,
+      .pNext = c->ext_ssc ? (void *)&ssc : ssc.pNext,
+      .pipelineRobustness = c->ext_pipeline_robustness && c->pr.pipelineRobustness,
+   };
+   void *chain = c->ext_pipeline_robustness ? (void *)&pr : pr.pNext;
 
    mf_device_create_ext(d, pd, 0, NULL, chain, exts, n);
 }
@@ -469,7 +488,8 @@ create_device(struct mf_device *d, VkPhysicalDevice pd, const struct caps *c)
  */
 static unsigned
 run_check_at(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv_size,
-             const uint32_t *v, const uint32_t *want, unsigned nwant, unsigned bind_bytes)
+             const uint32_t *v, const uint32_t *want, unsigned nwant, unsigned bind_bytes,
+             bool robust_pipeline)
 {
    struct mf_buffer buf;
    mf_buffer_create(d, WORDS * 4 + bind_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, -1,
@@ -483,6 +503,37 @@ run_check_at(struct mf_device *d, const char *name, const uint32_t *spv, size_t 
 
    struct mf_compute c;
    mf_compute_create(d, spv, spv_size, 0, buf.buf, NULL, 0, &c);
+   if (robust_pipeline) {
+      /* The same shader again, its storage buffers asking for robust
+       * buffer access through VK_EXT_pipeline_robustness
+       */
+      VkPipelineRobustnessCreateInfoEXT rob = {
+         .sType = VK_STRUCTURE_TYPE_PIPELINE_ROBUSTNESS_CREATE_INFO_EXT,
+         .storageBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_ROBUST_BUFFER_ACCESS_EXT,
+         .uniformBuffers = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+         .vertexInputs = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
+         .images = VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
+      };
+      VkShaderModuleCreateInfo smci = {
+         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+         .codeSize = spv_size,
+         .pCode = spv,
+      };
+      VkShaderModule sm;
+      MF_CHECK(vkCreateShaderModule(d->dev, &smci, NULL, &sm));
+      VkComputePipelineCreateInfo cpci = {
+         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+         .pNext = &rob,
+         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                   .module = sm,
+                   .pName = "main"},
+         .layout = c.layout,
+      };
+      vkDestroyPipeline(d->dev, c.pipe, NULL);
+      MF_CHECK(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &c.pipe));
+      vkDestroyShaderModule(d->dev, sm, NULL);
+   }
    if (bind_bytes) {
       VkDescriptorBufferInfo dbi = {buf.buf, bind_bytes, WORDS * 4};
       VkWriteDescriptorSet w = {
@@ -515,7 +566,7 @@ static unsigned
 run_check(struct mf_device *d, const char *name, const uint32_t *spv, size_t spv_size,
           const uint32_t *v, const uint32_t *want, unsigned nwant)
 {
-   return run_check_at(d, name, spv, spv_size, v, want, nwant, 0);
+   return run_check_at(d, name, spv, spv_size, v, want, nwant, 0, false);
 }
 
 static void
@@ -662,9 +713,18 @@ main(int argc, char **argv)
       VkDeviceSize min_align = c.props.limits.minStorageBufferOffsetAlignment;
       if (min_align % 16)
          wrong += run_check_at(&d, "ssbo_vec4_offset", ssbo_spv, sizeof(ssbo_spv), v, want,
-                               LANES, min_align < 4 ? 4 : (unsigned)min_align);
+                               LANES, min_align < 4 ? 4 : (unsigned)min_align, false);
       else
          not_run("ssbo_vec4_offset", "minStorageBufferOffsetAlignment is a multiple of 16");
+
+      /* A pipeline asking for robust storage buffers on this device,
+       * which does not enable robustBufferAccess
+       */
+      if (c.ext_pipeline_robustness && c.pr.pipelineRobustness)
+         wrong += run_check_at(&d, "ssbo_vec4_pipeline_robust", ssbo_spv, sizeof(ssbo_spv), v,
+                               want, LANES, 0, true);
+      else
+         not_run("ssbo_vec4_pipeline_robust", "no VK_EXT_pipeline_robustness");
 
       mf_device_destroy(&d);
 
