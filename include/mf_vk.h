@@ -176,6 +176,14 @@ VkPipeline mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
                                const VkSpecializationInfo *spec,
                                VkPipelineCreateFlags flags);
 
+/* The same with pnext chained to its VkComputePipelineCreateInfo. */
+VkPipeline mf_compute_pipeline_ext(struct mf_device *d,
+                                   const struct mf_compute *c,
+                                   const uint32_t *spv, size_t spv_size,
+                                   const VkSpecializationInfo *spec,
+                                   VkPipelineCreateFlags flags,
+                                   const void *pnext);
+
 /* A pipeline of spv with spec: the first call, with c zeroed, creates c
  * (mf_compute_create), later ones add pipelines with c's layout. */
 VkPipeline mf_compute_variant(struct mf_device *d, const uint32_t *spv,

@@ -465,6 +465,15 @@ mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
                     const VkSpecializationInfo *spec,
                     VkPipelineCreateFlags flags)
 {
+   return mf_compute_pipeline_ext(d, c, spv, spv_size, spec, flags, NULL);
+}
+
+VkPipeline
+mf_compute_pipeline_ext(struct mf_device *d, const struct mf_compute *c,
+                        const uint32_t *spv, size_t spv_size,
+                        const VkSpecializationInfo *spec,
+                        VkPipelineCreateFlags flags, const void *pnext)
+{
    VkShaderModuleCreateInfo smci = {
       .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
       .codeSize = spv_size,
@@ -474,6 +483,7 @@ mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
    MF_CHECK(vkCreateShaderModule(d->dev, &smci, NULL, &sm));
    VkComputePipelineCreateInfo cpci = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .pNext = pnext,
       .flags = flags,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,

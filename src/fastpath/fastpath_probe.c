@@ -514,25 +514,8 @@ run_check_at(struct mf_device *d, const char *name, const uint32_t *spv, size_t 
          .vertexInputs = VK_PIPELINE_ROBUSTNESS_BUFFER_BEHAVIOR_DEVICE_DEFAULT_EXT,
          .images = VK_PIPELINE_ROBUSTNESS_IMAGE_BEHAVIOR_DEVICE_DEFAULT_EXT,
       };
-      VkShaderModuleCreateInfo smci = {
-         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-         .codeSize = spv_size,
-         .pCode = spv,
-      };
-      VkShaderModule sm;
-      MF_CHECK(vkCreateShaderModule(d->dev, &smci, NULL, &sm));
-      VkComputePipelineCreateInfo cpci = {
-         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-         .pNext = &rob,
-         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                   .module = sm,
-                   .pName = "main"},
-         .layout = c.layout,
-      };
       vkDestroyPipeline(d->dev, c.pipe, NULL);
-      MF_CHECK(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &c.pipe));
-      vkDestroyShaderModule(d->dev, sm, NULL);
+      c.pipe = mf_compute_pipeline_ext(d, &c, spv, spv_size, NULL, 0, &rob);
    }
    if (bind_bytes) {
       VkDescriptorBufferInfo dbi = {buf.buf, bind_bytes, WORDS * 4};
