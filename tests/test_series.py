@@ -40,7 +40,14 @@ class Series(unittest.TestCase):
                 subject = " ".join(mail["Subject"].split())
                 self.assertTrue(subject.startswith("[PATCH] "), subject)
                 prefix = subject[len("[PATCH] "):].split(":", 1)[0]
-                self.assertIn(prefix, COMPONENTS, "subject prefix is not a Mesa component")
+                if prefix.startswith("nir/"):
+                    # Mesa names a NIR pass by its file: nir/opt_algebraic
+                    # for src/compiler/nir/nir_opt_algebraic.c, which the
+                    # patch must change
+                    self.assertIn("+++ b/src/compiler/nir/nir_%s.c" % prefix[len("nir/"):],
+                                  text, "subject names a NIR pass the patch does not touch")
+                else:
+                    self.assertIn(prefix, COMPONENTS, "subject prefix is not a Mesa component")
                 self.assertLessEqual(len(subject) - len("[PATCH] "), 75, subject)
                 forwarded = mail["Forwarded"] or ""
                 if forwarded.startswith("http"):
