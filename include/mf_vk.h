@@ -170,6 +170,12 @@ void mf_compute_create(struct mf_device *d, const uint32_t *spv,
                        const VkSpecializationInfo *spec,
                        VkPipelineCreateFlags flags, struct mf_compute *c);
 
+/* Points c's storage buffer binding at range bytes of storage from offset
+ * (mf_compute_create binds all of it). */
+void mf_compute_set_storage(struct mf_device *d, const struct mf_compute *c,
+                            VkBuffer storage, VkDeviceSize offset,
+                            VkDeviceSize range);
+
 /* Another pipeline with c's layout and a different specialization. */
 VkPipeline mf_compute_pipeline(struct mf_device *d, const struct mf_compute *c,
                                const uint32_t *spv, size_t spv_size,

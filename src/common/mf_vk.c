@@ -555,7 +555,15 @@ mf_compute_create(struct mf_device *d, const uint32_t *spv, size_t spv_size,
       .pSetLayouts = &c->dsl,
    };
    MF_CHECK(vkAllocateDescriptorSets(d->dev, &dsai, &c->set));
-   VkDescriptorBufferInfo dbi = {storage, 0, VK_WHOLE_SIZE};
+   mf_compute_set_storage(d, c, storage, 0, VK_WHOLE_SIZE);
+}
+
+void
+mf_compute_set_storage(struct mf_device *d, const struct mf_compute *c,
+                       VkBuffer storage, VkDeviceSize offset,
+                       VkDeviceSize range)
+{
+   VkDescriptorBufferInfo dbi = {storage, offset, range};
    VkWriteDescriptorSet w = {
       .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
       .dstSet = c->set,

@@ -517,17 +517,8 @@ run_check_at(struct mf_device *d, const char *name, const uint32_t *spv, size_t 
       vkDestroyPipeline(d->dev, c.pipe, NULL);
       c.pipe = mf_compute_pipeline_ext(d, &c, spv, spv_size, NULL, 0, &rob);
    }
-   if (bind_bytes) {
-      VkDescriptorBufferInfo dbi = {buf.buf, bind_bytes, WORDS * 4};
-      VkWriteDescriptorSet w = {
-         .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-         .dstSet = c.set,
-         .descriptorCount = 1,
-         .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-         .pBufferInfo = &dbi,
-      };
-      vkUpdateDescriptorSets(d->dev, 1, &w, 0, NULL);
-   }
+   if (bind_bytes)
+      mf_compute_set_storage(d, &c, buf.buf, bind_bytes, WORDS * 4);
    VkCommandBuffer cmd = mf_begin(d, VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
    mf_compute_bind(cmd, &c, NULL, 0);
