@@ -69,7 +69,8 @@ REGISTER_FILE = 64
 # 25.0.7's (the fast paths stay on, so the SPIR-V is the fork column's):
 # the column issue 38's fill and compile-time bounds are measured against.
 RA_STOCK_LABEL = "stock-ra"
-RA_STOCK = {"BIFROST_SPILL_REUSE": "0", "BIFROST_REMAT": "0", "BIFROST_SPILL_SPLIT": "0"}
+RA_STOCK = {"BIFROST_SPILL_REUSE": "0", "BIFROST_REMAT": "0", "BIFROST_SPILL_SPLIT": "0",
+            "BIFROST_RA_EVICT": "0"}
 # Issue 38: the fork's total fills at most this share of stock's allocation's
 FILLS_LIMIT = 0.5
 
