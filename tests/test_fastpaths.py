@@ -14,14 +14,21 @@ compiler assertion would abort it. Nothing executes on a shim, so the
 probe's GPU results are not compared here: its comparison is checked by
 --self-test, and users with the hardware run it through `report`."""
 
+import contextlib
+import glob
+import io
 import json
 import os
 import re
+import subprocess
+import tempfile
 import unittest
+import unittest.mock
 
 import forklib
 from forklib import checks_env, run
 from mesafork import upstream
+from mesafork.install import icd_json
 from mesafork.bench import shaders
 
 PANVK_KNOBS = ("PANVK_SHADER_FLOAT16", "PANVK_INTEGER_DOT_PRODUCT")
@@ -416,6 +423,148 @@ class BenchShadersParsing(unittest.TestCase):
         self.assertFalse(shaders.goal_report([ra, fork, up])[3])
         # Without the stock allocation's column, no verdict
         self.assertIsNone(shaders.goal_report([fork, up]))
+        # Without an upstream column, or one that built no row the fork
+        # did (its runs failed), the comparison is not made (not 0)
+        self.assertIsNone(shaders.goal_report([ra, fork])[1])
+        up.pipes = {"other m": {"spills": 0}}
+        self.assertIsNone(shaders.goal_report([ra, fork, up])[1])
+
+    class Fork:
+        """What upstream_column reads of a build: its architecture, the
+        config, and each architecture's default prefix."""
+
+        def __init__(self, arch, prefixes):
+            self.arch, self.prefixes = arch, prefixes
+            self.conf = {"upstream": {"panvk_arches": "arm64"}}
+            self.default_prefix = prefixes.get(arch)
+
+        def for_arch(self, arch):
+            return BenchShadersParsing.Fork(arch, self.prefixes)
+
+    class Root:
+        """A root of sid's packages: its llama.cpp Vulkan backend's
+        version, and the llama-bench runs made in it."""
+
+        def __init__(self, arch, ggml="0.27.0-1"):
+            self.arch, self.ggml, self.runs = arch, ggml, []
+
+        def shim_env(self, prefix, conf, driver, **extra):
+            return dict(extra, PREFIX=prefix, DRIVER=driver)
+
+        def describe(self):
+            return "sid's Mesa (%s)" % self.arch
+
+        def package_version(self, package):
+            return self.ggml if package == shaders.GGML_VULKAN else None
+
+        def run_in(self, cmd, env=None, capture=False, timeout=None):
+            self.runs.append((cmd[cmd.index("-m") + 1], env))
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    def test_upstream_arch(self):
+        amd64 = self.Fork("amd64", {})
+        # sid builds panvk for arm64 only: amd64's panvk column is arm64's
+        # where the fork's arm64 build is installed, else there is none
+        self.assertIsNone(shaders.upstream_arch(amd64, "panfrost", lambda a: False))
+        self.assertEqual(shaders.upstream_arch(amd64, "panfrost", lambda a: a == "arm64"),
+                         "arm64")
+        self.assertEqual(shaders.upstream_arch(self.Fork("arm64", {}), "panfrost",
+                                               lambda a: False), "arm64")
+        # Honeykrisp is built for both
+        self.assertEqual(shaders.upstream_arch(amd64, "asahi", lambda a: False), "amd64")
+
+    def test_upstream_column_from_another_architecture_runs_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            prefixes = {"amd64": os.path.join(d, "amd64"), "arm64": os.path.join(d, "arm64")}
+            amd64, arm64 = self.Fork("amd64", prefixes), self.Fork("arm64", prefixes)
+            roots, cache = {"arm64": self.Root("arm64"), "amd64": self.Root("amd64")}, {}
+            # No arm64 build: no column, and the note says how to get one
+            col, note = shaders.upstream_column(amd64, prefixes["amd64"], "panfrost", roots,
+                                                cache)
+            self.assertIsNone(col)
+            self.assertIn("install --arch amd64,arm64", note)
+            icd = icd_json(prefixes["arm64"], "panfrost")
+            os.makedirs(os.path.dirname(icd))
+            open(icd, "w").close()
+            col, note = shaders.upstream_column(amd64, prefixes["amd64"], "panfrost", roots,
+                                                cache)
+            # sid's arm64 panvk, on the arm64 build's shim, in the arm64 root
+            self.assertIs(col.root, roots["arm64"])
+            self.assertEqual(col.env["PREFIX"], prefixes["arm64"])
+            self.assertEqual(col.env["BIFROST_MESA_DEBUG"], "shaderdb")
+            self.assertIn("no panvk for amd64", note)
+            # The arm64 section gets the same column, not a second run,
+            # under its own heading
+            col2, note2 = shaders.upstream_column(arm64, prefixes["arm64"], "panfrost", roots,
+                                                  cache)
+            self.assertIs(col2, col)
+            self.assertNotIn("no panvk", note2)
+            # Honeykrisp's is this machine's
+            col3, _ = shaders.upstream_column(amd64, prefixes["amd64"], "asahi", roots, cache)
+            self.assertIs(col3.root, roots["amd64"])
+            self.assertEqual(col3.env["PREFIX"], prefixes["amd64"])
+            # Another llama.cpp Vulkan backend in the arm64 root: other
+            # SPIR-V, so no column
+            roots["arm64"].ggml = "0.28.0-1"
+            col5, note5 = shaders.upstream_column(amd64, prefixes["amd64"], "panfrost", roots,
+                                                  {})
+            self.assertIsNone(col5)
+            self.assertIn("other SPIR-V", note5)
+            # sid's arm64 root cannot be made in this run: no column, and why
+            del roots["arm64"]
+            with unittest.mock.patch.object(shaders, "optional_sid_root",
+                                            return_value=(None, "needs root")):
+                col4, note4 = shaders.upstream_column(amd64, prefixes["amd64"], "panfrost",
+                                                      roots, {})
+            self.assertIsNone(col4)
+            self.assertEqual(note4, "none: needs root")
+            self.assertNotIn("arm64", roots)
+
+    def test_run_columns_runs_each_column_once_in_its_root(self):
+        here, there = self.Root("amd64"), self.Root("arm64")
+        fork, up = shaders.Column("fork", {"A": "1"}), shaders.Column("upstream", {}, root=there)
+        paths = {"m1": "/m1.gguf", "m2": "/m2.gguf"}
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            shaders.run_columns("amd64", "panfrost", [fork, up], here, paths, [1, 64])
+        self.assertEqual(here.runs, [("/m1.gguf", {"A": "1"}), ("/m2.gguf", {"A": "1"})])
+        self.assertEqual([m for m, _ in there.runs], ["/m1.gguf", "/m2.gguf"])
+        self.assertIn("amd64, panfrost shim, upstream, sid arm64: llama-bench m1", out.getvalue())
+        # The arm64 section reuses the upstream column: not run again
+        with contextlib.redirect_stdout(io.StringIO()):
+            shaders.run_columns("arm64", "panfrost", [shaders.Column("fork", {}), up], there,
+                                paths, [1, 64])
+        self.assertEqual(len(there.runs), 4)
+        self.assertEqual([e for _, e in there.runs[2:]], [{}, {}])
+
+    def test_columns_stock_ra_keeps_the_fast_paths(self):
+        class Fork:
+            conf = forklib.config()
+        cols = {c.label: c.env for c in shaders.columns(Fork(), "/p", "panfrost")}
+        self.assertEqual(list(cols), ["stock", shaders.RA_STOCK_LABEL, "fork"])
+        ra, stock = cols[shaders.RA_STOCK_LABEL], cols["stock"]
+        self.assertEqual(stock["PANVK_SHADER_FLOAT16"], "0")
+        self.assertNotIn("PANVK_SHADER_FLOAT16", ra)
+        self.assertEqual(ra["BIFROST_RA_EVICT"], "0")
+        self.assertNotIn("BIFROST_RA_EVICT", cols["fork"])
+        # Every column checks its allocations
+        self.assertTrue(all("validatera" in e["BIFROST_MESA_DEBUG"] for e in cols.values()))
+
+    def test_stock_ra_turns_off_every_compiler_switch_and_nothing_else(self):
+        # Every BIFROST_* switch the series reads, from its patches: one
+        # added without a [stock] entry would leave it on in stock-ra
+        read = set()
+        for name in glob.glob(os.path.join(forklib.TOP, "patches", "*.patch")):
+            with open(name, errors="replace") as f:
+                read |= set(re.findall(r'^\+.*"(BIFROST_\w+)"', f.read(), re.M))
+        # Mesa's own debug flags variable is not a switch of ours
+        read.discard("BIFROST_MESA_DEBUG")
+        self.assertGreaterEqual(len(read), 4, read)
+        knobs = shaders.ra_stock_knobs(forklib.config())
+        self.assertEqual(knobs, {k: "0" for k in read})
+        # The fast paths stay on (the SPIR-V is the fork column's): no
+        # PANVK_* switch is in it though [stock] panfrost has them
+        self.assertTrue(any(k.startswith("PANVK_")
+                            for k in shaders.stock_knobs(forklib.config(), "panfrost")))
 
     def test_ratio_is_over_the_rows_both_built(self):
         a, b = shaders.Column("fork", {}), shaders.Column("stock", {})

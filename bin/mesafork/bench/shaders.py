@@ -18,7 +18,7 @@ import re
 
 from ..config import stock_knobs
 from ..proc import die, make_dirs, step
-from .shim import chroot_shim_env, sid_root
+from .shim import chroot_shim_env, fork_installed, optional_sid_root, sid_root
 
 # Random-weight models written by llama.cpp's test-llama-archs with a fixed
 # seed (the same tensors on every run and machine), then quantized by
@@ -69,8 +69,8 @@ REGISTER_FILE = 64
 # 25.0.7's (the fast paths stay on, so the SPIR-V is the fork column's):
 # the column issue 38's fill and compile-time bounds are measured against.
 RA_STOCK_LABEL = "stock-ra"
-RA_STOCK = {"BIFROST_SPILL_REUSE": "0", "BIFROST_REMAT": "0", "BIFROST_SPILL_SPLIT": "0",
-            "BIFROST_RA_EVICT": "0"}
+# The compiler's switches are the BIFROST_* ones of config [stock].
+RA_KNOB_PREFIX = "BIFROST_"
 # Issue 38: the fork's total fills at most this share of stock's allocation's
 FILLS_LIMIT = 0.5
 
@@ -138,14 +138,18 @@ def parse_run(text):
 
 class Column:
     """One driver build on one shim: stock (the fork's build with [stock]'s
-    knobs), fork, or upstream (sid's)."""
+    knobs), fork, or upstream (sid's). root is where llama-bench runs for
+    it when that is not the section's own (upstream's, from another
+    architecture); done once it has run every model."""
 
-    def __init__(self, label, env):
-        self.label, self.env = label, env
+    def __init__(self, label, env, root=None):
+        self.label, self.env, self.root = label, env, root
         self.devices, self.pipes, self.shaderdb, self.failed = set(), {}, 0, []
         self.ra_rejected = 0
+        self.done = False
 
     def run(self, root, model, name, ubatches):
+        root = self.root or root
         pp = [u for u in ubatches if u > 1]
         args = ["llama-bench", "-m", model, "-r", "1", "-o", "csv"]
         args += ["-p", str(max(pp)), "-ub", ",".join(map(str, pp)), "-b", str(max(pp))] \
@@ -167,21 +171,114 @@ class Column:
             self.pipes["%s %s" % (name, p)] = stats
 
 
-def columns(fork, prefix, driver, sid):
+def debug_env(driver):
+    """What every column sets: the compilers' shader-db lines and
+    ggml-vulkan's statistics, with no shader cache."""
+    return {DEBUG_ENV[driver]: "shaderdb", "GGML_VK_PIPELINE_STATS": STATS_FILTER,
+            "MESA_SHADER_CACHE_DISABLE": "true"}
+
+
+def ra_stock_knobs(conf):
+    """The stock-ra column's environment: of config [stock]'s panfrost
+    switches, the compiler's (register allocation and spilling)."""
+    return {k: v for k, v in stock_knobs(conf, "panfrost").items()
+            if k.startswith(RA_KNOB_PREFIX)}
+
+
+def columns(fork, prefix, driver):
+    """The columns of the fork's build in prefix: stock, stock-ra (Valhall
+    only) and fork."""
     conf = fork.conf
-    debug = {DEBUG_ENV[driver]: "shaderdb", "GGML_VK_PIPELINE_STATS": STATS_FILTER,
-             "MESA_SHADER_CACHE_DISABLE": "true"}
-    fork_debug = dict(debug, **{DEBUG_ENV[driver]: FORK_DEBUG[driver]})
+    fork_debug = dict(debug_env(driver), **{DEBUG_ENV[driver]: FORK_DEBUG[driver]})
     run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **fork_debug, **knobs)
     cols = [Column("stock", run(**stock_knobs(conf, driver))), Column("fork", run())]
     if driver == "panfrost":
-        cols.insert(1, Column(RA_STOCK_LABEL, run(**RA_STOCK)))
-    if driver == "panfrost" and fork.arch not in conf["upstream"]["panvk_arches"].split():
-        note = "sid builds no panvk for %s" % fork.arch
-    else:
-        cols.append(Column("upstream", sid.shim_env(prefix, conf, driver, **debug)))
-        note = sid.describe()
-    return cols, note
+        cols.insert(1, Column(RA_STOCK_LABEL, run(**ra_stock_knobs(conf))))
+    return cols
+
+
+def upstream_arch(fork, driver, installed):
+    """The architecture whose Debian sid Mesa gives driver's upstream
+    column for fork.arch's section, or None: fork.arch's own where sid
+    builds the driver for it, else the first architecture sid builds it
+    for (config [upstream] panvk_arches) of which installed(arch) says the
+    fork's build is there, its drm-shim to run sid's driver under
+    qemu-user. The pipelines are llama.cpp's SPIR-V, the same on every
+    architecture, and compiling them does not depend on the host: the
+    rows stand side by side by name, the device lines printed for each
+    column showing the features llama.cpp chose its shaders by."""
+    if driver != "panfrost":
+        return fork.arch
+    sid_arches = fork.conf["upstream"]["panvk_arches"].split()
+    if fork.arch in sid_arches:
+        return fork.arch
+    return next((a for a in sid_arches if installed(a)), None)
+
+
+# The package of llama.cpp's Vulkan backend, whose SPIR-V each column
+# compiles: one version in every root whose rows stand side by side.
+GGML_VULKAN = "libggml0-backend-vulkan"
+
+
+def upstream_column(fork, prefix, driver, roots, cache):
+    """(the upstream column for fork.arch's section of driver or None, a
+    note of where it comes from or why there is none). One column per
+    (architecture, driver) for the whole run, in cache: an arm64 section
+    after an amd64 one reuses the column the amd64 one ran. roots holds
+    each architecture's root of sid's packages (fork.arch's among them),
+    made once."""
+    installed = lambda a: a == fork.arch or fork_installed(fork.for_arch(a).default_prefix,
+                                                           driver)
+    ua = upstream_arch(fork, driver, installed)
+    sid_arches = fork.conf["upstream"]["panvk_arches"].split()
+    if ua is None:
+        return None, ("none: sid builds no panvk for %s; with the fork's %s build installed "
+                      "('bin/mesa-fork install --arch %s,%s') this column is sid's %s panvk "
+                      "under qemu-user" % (fork.arch, sid_arches[0], fork.arch, sid_arches[0],
+                                           sid_arches[0]))
+    if ua not in roots:
+        root, why = optional_sid_root(fork.for_arch(ua))
+        if not root:
+            return None, "none: %s" % why
+        roots[ua] = root
+    root = roots[ua]
+    if ua != fork.arch:
+        # llama.cpp's SPIR-V is its Vulkan backend's: the rows compare
+        # only where both roots hold the same version of it
+        here, there = roots[fork.arch].package_version(GGML_VULKAN), \
+            root.package_version(GGML_VULKAN)
+        if not here or here != there:
+            return None, ("none: sid builds no panvk for %s, and the %s root's %s %s is not "
+                          "this one's %s (other SPIR-V): remake the roots to compare"
+                          % (fork.arch, ua, GGML_VULKAN, there or "?", here or "?"))
+    if (ua, driver) not in cache:
+        cache[ua, driver] = Column(
+            "upstream", root.shim_env(prefix if ua == fork.arch else fork.for_arch(ua)
+                                      .default_prefix, fork.conf, driver, **debug_env(driver)),
+            root=root)
+    note = root.describe()
+    if ua != fork.arch:
+        note += ("; sid builds no panvk for %s: sid's %s one under qemu-user, its rows "
+                 "compared by model and pipeline name with this build's (both roots' %s "
+                 "is %s: the same SPIR-V)" % (fork.arch, ua, GGML_VULKAN,
+                                              root.package_version(GGML_VULKAN)))
+    return cache[ua, driver], note
+
+
+def run_columns(section, driver, cols, root, paths, ubatches):
+    """llama-bench on every model of paths for each column of cols not run
+    before in this run (a column reused from another section is), in
+    root or the column's own."""
+    for c in cols:
+        if c.done:
+            continue
+        for m, path in paths.items():
+            with step("%s, %s shim, %s: llama-bench %s at ubatch %s"
+                      % (section, driver, c.label if c.root is None or c.root.arch == section
+                         else "%s, sid %s" % (c.label, c.root.arch), m,
+                         ",".join(map(str, ubatches)))):
+                c.run(root, path, m, ubatches)
+        c.done = True
 
 
 def fmt(stats):
@@ -263,7 +360,9 @@ def goal_report(cols):
     """Issue 38's conditions on the fork column, or None without a
     stock-ra column: (pipelines spilling with a demand of at most 64,
     [(pipeline, field, fork, upstream)] where the fork has more spills,
-    fills or cycles than upstream on a row both built, the fork/stock-ra
+    fills or cycles than upstream on a row both built (None where they
+    built no row alike: no upstream column, or its runs failed), the
+    fork/stock-ra
     fills ratio or None, whether it is within FILLS_LIMIT)."""
     by = {c.label: c for c in cols}
     fork, ra = by.get("fork"), by.get(RA_STOCK_LABEL)
@@ -272,11 +371,10 @@ def goal_report(cols):
     fits = sorted(p for p, s in fork.pipes.items()
                   if (s.get("spills", 0) or s.get("fills", 0))
                   and s.get("demand", REGISTER_FILE + 1) <= REGISTER_FILE)
-    worse = []
     up = by.get("upstream")
-    for p in sorted(fork.pipes):
-        if not up or p not in up.pipes:
-            continue
+    common = [p for p in sorted(fork.pipes) if up and p in up.pipes]
+    worse = [] if common else None
+    for p in common:
         for field in ("spills", "fills", "cycles"):
             f, u = fork.pipes[p].get(field), up.pipes[p].get(field)
             if f is not None and u is not None and f > u:
@@ -346,8 +444,12 @@ def print_driver(arch, driver, cols, note):
         fits, worse, share, ok = goal
         print("issue 38 (fork column): spilling with a demand of at most %d: %d%s"
               % (REGISTER_FILE, len(fits), "".join("\n  %s" % p for p in fits)))
-        print("  more spills, fills or cycles than upstream on the same pipeline: %d%s"
-              % (len(worse), "".join("\n  %s %s: %g vs %g" % w for w in worse)))
+        if worse is None:
+            print("  more spills, fills or cycles than upstream on the same pipeline: not "
+                  "compared (no row built by both)")
+        else:
+            print("  more spills, fills or cycles than upstream on the same pipeline: %d%s"
+                  % (len(worse), "".join("\n  %s %s: %g vs %g" % w for w in worse)))
         print("  fills, fork/%s: %s (goal: at most %.2f): %s"
               % (RA_STOCK_LABEL, "-" if share is None else "%.3f" % share, FILLS_LIMIT,
                  "met" if ok else "not met"))
@@ -371,23 +473,25 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
     make_dirs(os.path.join(fork.work, "tmp"))
     roots = {a: sid_root(fork.for_arch(a)) for a in arches}
     paths = model_files(roots[fork.arch], fork.work, models)
+    upstream_cols = {}
     for a in arches:
         f = fork.for_arch(a)
         p = prefix if a == fork.arch else f.default_prefix
-        sid = roots[a]
         for driver in drivers:
-            cols, note = columns(f, p, driver, sid)
-            for c in cols:
-                for m in models:
-                    with step("%s, %s shim, %s: llama-bench %s at ubatch %s"
-                              % (a, driver, c.label, m, ",".join(map(str, ubatches)))):
-                        c.run(sid, paths[m], m, ubatches)
+            cols = columns(f, p, driver)
+            up, note = upstream_column(f, p, driver, roots, upstream_cols)
+            if up:
+                cols.append(up)
+            run_columns(a, driver, cols, roots[a], {m: paths[m] for m in models}, ubatches)
             print_driver(a, driver, cols, note)
     llama = roots[fork.arch].package_version("llama.cpp-tools")
+    ggml = roots[fork.arch].package_version(GGML_VULKAN)
     print()
-    print("llama.cpp: Debian sid's llama.cpp-tools %s under qemu-user; models: %s (random "
+    print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V) under qemu-user; "
+          "models: %s (random "
           "weights, test-llama-archs -s %s, llama-quantize); ubatch %s. Statistics are the "
           "drivers' own (VK_KHR_pipeline_executable_properties, executable 0), printed by "
           "ggml-vulkan at compile time; cycles are each compiler's estimate, not a "
           "measurement. Nothing executes on a shim."
-          % (llama or "?", ", ".join(models), SEED, ",".join(map(str, ubatches))))
+          % (llama or "?", GGML_VULKAN, ggml or "?", ", ".join(models), SEED,
+             ",".join(map(str, ubatches))))

@@ -84,6 +84,21 @@ def sid_root(fork, chroot=None):
     return sid
 
 
+def optional_sid_root(fork):
+    """(sid_root(fork), None), or (None, why) where sid's Mesa cannot be had
+    for a reason of the run's own nature (upstream.Unavailable): a column
+    that only compares with it is left out, and the reason printed."""
+    try:
+        return sid_root(fork), None
+    except upstream.Unavailable as e:
+        return None, e.reason
+
+
+def fork_installed(prefix, driver):
+    """Whether the fork's build in prefix has driver's ICD."""
+    return os.path.exists(icd_json(prefix, driver))
+
+
 @contextlib.contextmanager
 def llama_chroot(work):
     """The cached sid chroot with llama.cpp, mounted, and the random qwen3
