@@ -362,8 +362,7 @@ def goal_report(cols):
     [(pipeline, field, fork, upstream)] where the fork has more spills,
     fills or cycles than upstream on a row both built (None where they
     built no row alike: no upstream column, or its runs failed), the
-    fork/stock-ra
-    fills ratio or None, whether it is within FILLS_LIMIT)."""
+    fork/stock-ra fills ratio or None, whether it is within FILLS_LIMIT)."""
     by = {c.label: c for c in cols}
     fork, ra = by.get("fork"), by.get(RA_STOCK_LABEL)
     if not fork or not ra:
@@ -488,8 +487,8 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
     ggml = roots[fork.arch].package_version(GGML_VULKAN)
     print()
     print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V) under qemu-user; "
-          "models: %s (random "
-          "weights, test-llama-archs -s %s, llama-quantize); ubatch %s. Statistics are the "
+          "models: %s (random weights, test-llama-archs -s %s, llama-quantize); ubatch %s. "
+          "Statistics are the "
           "drivers' own (VK_KHR_pipeline_executable_properties, executable 0), printed by "
           "ggml-vulkan at compile time; cycles are each compiler's estimate, not a "
           "measurement. Nothing executes on a shim."
