@@ -242,7 +242,8 @@ class FastPaths:
         self.assertEqual(uuid(), base)
         seen = {base}
         for knob in ("PANVK_VECTORIZE_SSBO", "BIFROST_SPILL_REUSE", "BIFROST_REMAT",
-                     "BIFROST_SPILL_SPLIT", "BIFROST_RA_EVICT", "BIFROST_SPLIT_VECTORS"):
+                     "BIFROST_SPILL_SPLIT", "BIFROST_RA_EVICT", "BIFROST_SPLIT_VECTORS",
+                     "BIFROST_RA_DEMAND"):
             with self.subTest(knob=knob):
                 u = uuid(**{knob: "0"})
                 self.assertNotIn(u, seen)
