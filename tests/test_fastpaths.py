@@ -260,9 +260,11 @@ class FastPaths:
         env = self.t.shim_env("panfrost", BIFROST_MESA_DEBUG="shaderdb",
                               GGML_VK_PIPELINE_STATS=shaders.STATS_FILTER,
                               MESA_SHADER_CACHE_DISABLE="true")
+        # As `bench shaders` runs it: natively where it can
         r = root.run_in(["llama-bench", "-m", model, "-r", "1", "-p", "64", "-ub", "64",
                          "-n", "1", "-o", "csv"], env=env, capture=True,
-                        timeout=1800 * (4 if self.t.cross else 1))
+                        timeout=1800 * (4 if self.t.cross else 1),
+                        native=root.can_run_natively())
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         shaderdb, pairs, current = None, [], None
         for line in r.stderr.splitlines():
@@ -298,6 +300,48 @@ class FastPaths:
                 regs = int(stats["Register Count"])
                 self.assertTrue(0 < regs <= 64, regs)
                 self.assertEqual(threads, "2" if regs <= 32 else "1")
+
+    def test_llama_cpp_runs_natively_where_the_root_is_this_machines(self):
+        """`bench shaders` runs sid's llama.cpp by the root's own dynamic
+        loader where the root is this machine's architecture: it finds
+        the libraries its RUNPATHs name, its backends and the fork's
+        panvk, and prints the device line it prints under qemu-user.
+        Another architecture's root is refused, not run."""
+        root = sid_root(self.t)
+        if self.t.cross:
+            self.assertFalse(root.can_run_natively())
+            with self.assertRaises(SystemExit):
+                root.run_in(["llama-bench", "--list-devices"], native=True)
+            return
+        self.assertTrue(root.can_run_natively())
+        cmd = root.native_command(["llama-bench", "--list-devices"])
+        self.assertTrue(cmd[0].startswith(root.root + os.sep), cmd)
+        self.assertNotIn("qemu", " ".join(cmd))
+        # Token generation of a Q4_0 model (the mat-vec pipelines), natively
+        # and under qemu-user: the same device line, and every pipeline's
+        # statistics but the compile time the same
+        model = shaders.model_files(root, forklib.WORK, ["dense-q4_0"])["dense-q4_0"]
+        env = self.t.shim_env("panfrost", GGML_VK_PIPELINE_STATS=shaders.STATS_FILTER,
+                              MESA_SHADER_CACHE_DISABLE="true")
+        runs = {}
+        for native in (True, False):
+            r = root.run_in(["llama-bench", "-m", model, "-r", "1", "-p", "0", "-n", "1"],
+                            env=env, capture=True, timeout=1200, native=native)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            runs[native] = shaders.parse_run(r.stderr + r.stdout)
+            if native:
+                backends = shaders.BACKEND_RE.findall(r.stderr + r.stdout)
+                self.assertIn("Vulkan", [b for b, _ in backends], r.stderr[-2000:])
+                for _, path in backends:
+                    self.assertTrue(os.path.realpath(path).startswith(root.root + os.sep), path)
+        (dev, pipes, _), (qdev, qpipes, _) = runs[True], runs[False]
+        self.assertIn("panvk", dev)
+        self.assertEqual(dev, qdev)
+        self.assertGreater(len(pipes), 3)
+        strip = lambda ps: {p: {f: v for f, v in st.items() if f != "compile_us"}
+                            for p, st in ps.items()}
+        self.assertEqual(strip(pipes), strip(qpipes))
+        self.assertTrue(all("compile_us" in st for st in pipes.values()))
 
     def test_probe_self_test(self):
         r = self.t.run([self.t.bin_path("mesa-fork-fastpath-probe"), "--self-test"])
@@ -384,14 +428,21 @@ class BenchShadersParsing(unittest.TestCase):
         t = shaders.totals({"a": {"spills": 2, "fills": 5}})
         self.assertEqual((t["spilling, fits"], t["over the file"]), (None, None))
 
+    @staticmethod
+    def timed(label, rows, runs=1):
+        """A column whose rows (NAME: compile time, or a list of one per
+        run) went through its runs."""
+        c = shaders.Column(label, {}, runs=runs)
+        for i in range(runs):
+            c.merge("m", {p: {"instrs": 1, "compile_us": t[i] if isinstance(t, list) else t}
+                          for p, t in rows.items()})
+        return c
+
     def test_compile_time_outliers_are_those_over_twice_stock(self):
-        fork, stock = shaders.Column("fork", {}), shaders.Column("stock", {})
-        fork.pipes = {"m a": {"compile_us": 2000}, "m b": {"compile_us": 2100},
-                      "m c": {"compile_us": 900}, "m d": {"compile_us": 5000}}
-        stock.pipes = {"m a": {"compile_us": 1000}, "m b": {"compile_us": 1000},
-                       "m c": {"compile_us": 1000}}
-        slow, compared = shaders.compile_time_outliers([fork, stock])
-        self.assertEqual(compared, 3)
+        fork = self.timed("fork", {"a": 2000, "b": 2100, "c": 900, "d": 5000})
+        stock = self.timed("stock", {"a": 1000, "b": 1000, "c": 1000})
+        slow, compared, left_out = shaders.compile_time_outliers([fork, stock])
+        self.assertEqual((compared, left_out), (3, 0))
         self.assertEqual([(p, r) for p, _, _, r in slow], [("m b", 2.1)])
         # Upstream's compiler reports no compile time: no verdict
         stock.pipes = {"m a": {"cycles": 1.0}}
@@ -399,13 +450,36 @@ class BenchShadersParsing(unittest.TestCase):
 
     def test_compile_time_is_measured_against_stock_allocation(self):
         # With a stock-ra column (same SPIR-V), that is the reference
-        fork, stock = shaders.Column("fork", {}), shaders.Column("stock", {})
-        ra = shaders.Column(shaders.RA_STOCK_LABEL, {})
-        fork.pipes = {"m a": {"compile_us": 3000}}
-        stock.pipes = {"m a": {"compile_us": 1000}}
-        ra.pipes = {"m a": {"compile_us": 2000}}
-        slow, compared = shaders.compile_time_outliers([stock, ra, fork])
-        self.assertEqual((slow, compared), ([], 1))
+        fork = self.timed("fork", {"a": 3000})
+        stock = self.timed("stock", {"a": 1000})
+        ra = self.timed(shaders.RA_STOCK_LABEL, {"a": 2000})
+        self.assertEqual(shaders.compile_time_outliers([stock, ra, fork]), ([], 1, 0))
+
+    def test_compile_time_compares_only_rows_timed_alike(self):
+        # b's least of three is over twice stock-ra's: an outlier
+        fork = self.timed("fork", {"a": [900, 800, 1000], "b": [5000, 2500, 4000]}, runs=3)
+        ra = self.timed(shaders.RA_STOCK_LABEL, {"a": [500, 450, 700], "b": [1200, 1000, 1400]},
+                        runs=3)
+        slow, compared, left_out = shaders.compile_time_outliers([ra, fork])
+        self.assertEqual(([(p, r) for p, _, _, r in slow], compared, left_out),
+                         ([("m b", 2.5)], 2, 0))
+        # A row one run of stock-ra did not print has fewer times than the
+        # fork's: left out, not compared against the fork's least of three
+        ra = shaders.Column(shaders.RA_STOCK_LABEL, {}, runs=3)
+        for t in ([1200, 500], [1000], [1400, 700]):
+            ra.merge("m", dict(zip(("b", "a"), ({"instrs": 1, "compile_us": u} for u in t))))
+        self.assertEqual(shaders.compile_time_outliers([ra, fork])[1:], (1, 1))
+        self.assertEqual(ra.unstable, {"m a"})
+        # Pipelines of one name printed in another order: which pairs with
+        # which across the columns is not known, so none is compared
+        fork = shaders.Column("fork", {}, runs=2)
+        fork.merge("m", {"x": {"instrs": 1, "compile_us": 10}, "x#2": {"instrs": 2,
+                                                                     "compile_us": 30}})
+        fork.merge("m", {"x": {"instrs": 2, "compile_us": 40}, "x#2": {"instrs": 1,
+                                                                     "compile_us": 20}})
+        ra = self.timed(shaders.RA_STOCK_LABEL, {"x": [10, 10], "x#2": [10, 10]}, runs=2)
+        self.assertEqual(fork.reordered, {"m x", "m x#2"})
+        self.assertEqual(shaders.compile_time_outliers([ra, fork])[1:], (0, 2))
 
     def test_goal_report(self):
         fork, ra = shaders.Column("fork", {}), shaders.Column(shaders.RA_STOCK_LABEL, {})
@@ -458,9 +532,16 @@ class BenchShadersParsing(unittest.TestCase):
         def package_version(self, package):
             return self.ggml if package == shaders.GGML_VULKAN else None
 
-        def run_in(self, cmd, env=None, capture=False, timeout=None):
+        root = "/sid"
+
+        def can_run_natively(self):
+            return self.arch == "amd64"
+
+        def run_in(self, cmd, env=None, capture=False, timeout=None, native=False):
             self.runs.append((cmd[cmd.index("-m") + 1], env))
-            return subprocess.CompletedProcess(cmd, 0, "", "")
+            self.native = getattr(self, "native", []) + [native]
+            out = self.output.pop(0) if getattr(self, "output", None) else ""
+            return subprocess.CompletedProcess(cmd, 0, "", out)
 
     def test_upstream_arch(self):
         amd64 = self.Fork("amd64", {})
@@ -536,6 +617,124 @@ class BenchShadersParsing(unittest.TestCase):
                                 paths, [1, 64])
         self.assertEqual(len(there.runs), 4)
         self.assertEqual([e for _, e in there.runs[2:]], [{}, {}])
+
+    def test_run_columns_runs_natively_only_in_this_machines_root(self):
+        here, there = self.Root("amd64"), self.Root("arm64")
+        # The fork's build natively in this machine's root; sid's Mesa
+        # under qemu-user, in this machine's root too
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            shaders.run_columns("amd64", "panfrost", [shaders.Column("fork", {}, own=True),
+                                shaders.Column("upstream", {}, root=there),
+                                shaders.Column("upstream", {})], here,
+                                {"m1": "/m1.gguf"}, [1])
+        self.assertEqual((here.native, there.native), ([True, False], [False]))
+        self.assertIn("upstream, sid arm64: llama-bench m1 at ubatch 1, under qemu-user",
+                      out.getvalue())
+        # Another architecture's root: the fork's build under qemu-user too
+        with contextlib.redirect_stdout(io.StringIO()):
+            shaders.run_columns("arm64", "panfrost", [shaders.Column("fork", {}, own=True)],
+                                there, {"m1": "/m1.gguf"}, [1])
+        self.assertEqual(there.native, [False, False])
+
+    def test_a_native_run_with_backends_from_the_host_is_refused(self):
+        here = self.Root("amd64")
+        here.output = ["load_backend: loaded Vulkan backend from /sid/usr/lib/b/libv.so\n"
+                       "load_backend: loaded CPU backend from /usr/lib/b/libcpu.so"]
+        with contextlib.redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+            shaders.run_columns("amd64", "panfrost", [shaders.Column("fork", {}, own=True)],
+                                here, {"m1": "/m1.gguf"}, [1])
+        here.output = ["load_backend: loaded Vulkan backend from /sid/usr/lib/b/libv.so"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            shaders.run_columns("amd64", "panfrost", [shaders.Column("fork", {}, own=True)],
+                                here, {"m1": "/m1.gguf"}, [1])
+
+    def test_timed_columns_take_turns(self):
+        here = self.Root("amd64")
+        # fork and stock-ra run three times each, in rounds, model by
+        # model, the one that went first going last in the next round;
+        # then the columns that run once
+        cols = [shaders.Column("stock", {"C": "stock"}),
+                shaders.Column(shaders.RA_STOCK_LABEL, {"C": "ra"}, runs=3),
+                shaders.Column("fork", {"C": "fork"}, runs=3),
+                shaders.Column("upstream", {"C": "up"})]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            shaders.run_columns("amd64", "panfrost", cols, here,
+                                {"m1": "/m1.gguf", "m2": "/m2.gguf"}, [1])
+        self.assertEqual(["%s %s" % (e["C"], m[1:3]) for m, e in here.runs],
+                         ["ra m1", "fork m1", "ra m2", "fork m2",
+                          "fork m1", "ra m1", "fork m2", "ra m2",
+                          "ra m1", "fork m1", "ra m2", "fork m2",
+                          "stock m1", "stock m2", "up m1", "up m2"])
+        self.assertIn("fork: llama-bench m2 at ubatch 1, run 3 of 3", out.getvalue())
+        self.assertTrue(all(c.done for c in cols))
+
+    @staticmethod
+    def stats(name, instrs, us):
+        return ["ggml_vulkan: pipeline stats for %s:" % name,
+                "ggml_vulkan:   Instructions: %d" % instrs,
+                "ggml_vulkan:   Compile Time: %d" % us]
+
+    def test_repeated_runs_keep_the_least_time_of_the_same_compile(self):
+        here = self.Root("amd64")
+        # Two pipelines of one name, printed in the other order in the
+        # second run (ggml-vulkan compiles in several threads): matched by
+        # their figures, not by NAME#2
+        here.output = ["\n".join(self.stats("mm", 10, 500) + self.stats("mm", 20, 900)
+                                 + self.stats("add", 5, 100)),
+                       "\n".join(self.stats("mm", 20, 700) + self.stats("mm", 10, 800)
+                                 + self.stats("add", 5, 300))]
+        fork = shaders.Column("fork", {}, runs=2, own=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            shaders.run_columns("amd64", "panfrost", [fork], here, {"m1": "/m1.gguf"}, [1])
+        self.assertEqual(fork.pipes, {"m1 mm": {"instrs": 10, "compile_us": 500},
+                                      "m1 mm#2": {"instrs": 20, "compile_us": 700},
+                                      "m1 add": {"instrs": 5, "compile_us": 100}})
+        self.assertEqual(fork.unstable, set())
+        self.assertEqual(fork.reordered, {"m1 mm", "m1 mm#2"})
+        self.assertTrue(fork.timed("m1 add"))
+        self.assertFalse(fork.timed("m1 mm"))
+        self.assertEqual(fork.spread(), (1.6, 3.0))
+        self.assertTrue(fork.native)
+        # The same pipeline in the same order matches its own name, even
+        # where another row of that name has the same figures
+        fork = shaders.Column("fork", {}, runs=2)
+        for t in ((5, 6), (7, 8)):
+            fork.merge("m", {"mm": {"instrs": 1, "compile_us": t[0]},
+                             "mm#2": {"instrs": 1, "compile_us": t[1]}})
+        self.assertEqual((fork.times["m mm"], fork.times["m mm#2"], fork.reordered),
+                         ([5, 7], [6, 8], set()))
+        # ... NAME#10 and past it too
+        fork = shaders.Column("fork", {}, runs=2)
+        rows = ["mm"] + ["mm#%d" % n for n in range(2, 12)]
+        for r in range(2):
+            fork.merge("m", {p: {"instrs": 1, "compile_us": 100 * r + i}
+                             for i, p in enumerate(rows)})
+        self.assertEqual(fork.times["m mm#10"], [9, 109])
+        self.assertEqual(fork.reordered, set())
+
+    def test_a_row_whose_figures_change_between_runs_is_unstable(self):
+        fork = shaders.Column("fork", {}, runs=2)
+        fork.merge("m1", {"mm": {"instrs": 10, "compile_us": 500},
+                          "add": {"instrs": 5, "compile_us": 100}})
+        fork.merge("m1", {"mm": {"instrs": 11, "compile_us": 400},
+                          "sub": {"instrs": 5, "compile_us": 100}})
+        # mm's second compile is another shader: its time is not taken;
+        # add was not printed again, sub not the first time: neither is a
+        # row of the table
+        self.assertEqual(fork.pipes["m1 mm"]["compile_us"], 500)
+        self.assertEqual(fork.unstable, {"m1 mm", "m1 mm (run 2)", "m1 add", "m1 sub (run 2)"})
+        self.assertEqual(set(fork.pipes), {"m1 mm", "m1 add"})
+        self.assertFalse(fork.timed("m1 add"))
+        # Another model's rows stand apart
+        fork.merge("m2", {"mm": {"instrs": 11, "compile_us": 400}})
+        self.assertEqual(fork.pipes["m2 mm"], {"instrs": 11, "compile_us": 400})
+
+    def test_timing_note_judges_only_native_runs(self):
+        fork, ra = shaders.Column("fork", {}, runs=3), shaders.Column("stock-ra", {}, runs=3)
+        fork.native = ra.native = True
+        self.assertEqual(shaders.timing_note([fork, ra]), "natively, least of 3 runs each")
+        fork.native = False
+        self.assertIn("an indication", shaders.timing_note([fork, ra]))
 
     def test_columns_stock_ra_keeps_the_fast_paths(self):
         class Fork:

@@ -254,6 +254,36 @@ class CachedDebCheck(unittest.TestCase):
                 upstream.verify_cached_deb(root, "mesa-vulkan-drivers", "amd64", entry)
 
 
+class InRoot(unittest.TestCase):
+    """SidRoot.in_root(): a path as the root's programs see it, as a host
+    path, on a stand-in root whose links are Debian's (a relative
+    /lib64 -> usr/lib64, an absolute loader link)."""
+
+    def test_links_are_followed_inside_the_root(self):
+        with tempfile.TemporaryDirectory() as work:
+            fork = mock.Mock(work=work, arch="amd64")
+            root = upstream.SidRoot(fork)
+            lib = os.path.join(root.root, "usr", "lib", "x86_64-linux-gnu")
+            os.makedirs(lib)
+            os.makedirs(os.path.join(root.root, "usr", "lib64"))
+            open(os.path.join(lib, "ld-linux-x86-64.so.2"), "w").close()
+            os.symlink("usr/lib64", os.path.join(root.root, "lib64"))
+            # Relative to the link's own directory, as sid has it
+            os.symlink("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+                       os.path.join(root.root, "usr", "lib64", "ld-linux-x86-64.so.2"))
+            os.symlink("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+                       os.path.join(root.root, "usr", "lib64", "absolute"))
+            loader = os.path.join(lib, "ld-linux-x86-64.so.2")
+            self.assertEqual(root.in_root("/lib64/ld-linux-x86-64.so.2"), loader)
+            self.assertEqual(root.in_root("/lib64/absolute"), loader)
+            # The host's /usr/lib is never reached, even through ..
+            self.assertEqual(root.in_root("/usr/../../../usr/lib"),
+                             os.path.join(root.root, "usr", "lib"))
+            os.symlink("/lib64/loop", os.path.join(root.root, "usr", "lib64", "loop"))
+            with self.assertRaises(SystemExit):
+                root.in_root("/lib64/loop")
+
+
 class NoSkip(unittest.TestCase):
     """A test of the skip policy must not itself end up skipped (an
     optional skip is listed, never failed): any skip that escapes one of

@@ -22,19 +22,23 @@ taken as a user gets it:
   machine's architecture included, so that sid's C library and Vulkan
   loader are the ones sid's Mesa was built for. The fork's programs (the
   clients, the drm-shims) run there unchanged: they need an older C
-  library than sid's.
+  library than sid's. `bench shaders` runs the fork's own columns, whose
+  compile times it compares, natively instead where the root is this
+  machine's architecture: by the root's own dynamic loader
+  (SidRoot.native_command).
 """
 
 import contextlib
 import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
 import urllib.parse
 
 from . import apt, cross
-from .config import multiarch
+from .config import host_arch, multiarch
 from .install import shim_env_pairs, shim_lib
 from .proc import die, rel, run
 from .sources import sha256
@@ -170,7 +174,8 @@ def dpkg_status_version(root, package):
 
 class SidRoot:
     """sid's packages for fork.arch, sid's Mesa among them, run under
-    qemu-user with the root as the library prefix. The fork's prefix, the
+    qemu-user with the root as the library prefix (or natively by the
+    root's loader, where asked and the root is this machine's). The fork's prefix, the
     models and every path outside the root are the host's own."""
 
     def __init__(self, fork):
@@ -179,6 +184,8 @@ class SidRoot:
         self.arch = fork.arch
         self.root = os.path.join(fork.work, "chroot", "sid-" + fork.arch)
         self.version = self.sha256 = None
+        # native_command()'s loader and library path per program
+        self._native = {}
 
     def _info_path(self):
         return os.path.join(self.root, ".mesa-fork-upstream")
@@ -277,11 +284,140 @@ class SidRoot:
         return [qemu_for(self.fork), "-L", self.root,
                 inside if os.path.exists(inside) else exe] + list(cmd[1:])
 
-    def run_in(self, cmd, env=None, quiet=False, capture=False, timeout=None):
+    def can_run_natively(self):
+        """Whether the root's programs can run on this machine without
+        qemu-user: the root is this machine's architecture."""
+        return self.arch == host_arch()
+
+    def in_root(self, path):
+        """path (absolute, as the root's programs see it) as a host path,
+        its symbolic links followed inside the root: an absolute link
+        (/lib64/ld-linux-x86-64.so.2 -> /usr/lib/...) is the root's file,
+        not the host's."""
+        parts, done, hops = [p for p in path.split("/") if p], [], 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                done = done[:-1]
+                continue
+            if part == ".":
+                continue
+            host = os.path.join(self.root, *done, part)
+            if os.path.islink(host):
+                hops += 1
+                if hops > 40:
+                    die("%s: too many symbolic links in %s" % (rel(self.root), path))
+                target = os.readlink(host)
+                parts = [p for p in target.split("/") if p] + parts
+                if target.startswith("/"):
+                    done = []
+                continue
+            done.append(part)
+        return os.path.join(self.root, *done)
+
+    def _elf(self, path, option):
+        if not shutil.which("readelf"):
+            die("running %s's programs natively needs readelf (binutils, which the build's "
+                "compilers bring): run 'bin/mesa-fork deps' as root once" % self.arch)
+        # readelf's messages are translated: the C locale's are parsed
+        r = subprocess.run(["readelf", option, "-W", path], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, errors="replace",
+                           env=dict(os.environ, LC_ALL="C"))
+        if r.returncode != 0:
+            die("readelf %s %s failed: %s" % (option, rel(path), r.stderr.strip()))
+        return r.stdout
+
+    def native_command(self, cmd):
+        """cmd run by the root's own dynamic loader, natively: the root's C
+        library and libraries, as under qemu-user, at the machine's speed.
+        The loader is given the root's library directories and the
+        RUNPATHs of the program and of the libraries it links (their
+        absolute directories taken inside the root), and ignores the
+        host's ld.so.cache; `ld.so --list` must then find every library it
+        links inside the root, or this dies. A bare name is the root's
+        /usr/bin program; an absolute path the root's file where it has
+        one, else the host's (the fork's own programs). What the program
+        opens later by absolute path is the host's, where qemu-user's -L
+        would look in the root first: run_in() points the Vulkan loader's
+        layer search at the root and starts in ggml's backend directory,
+        and `bench shaders` checks where ggml loaded its backends from."""
+        key = tuple(cmd[:1])
+        if key not in self._native:
+            self._native[key] = self._native_prefix(cmd[0])
+        return self._native[key] + list(cmd[1:])
+
+    def _native_prefix(self, name):
+        exe = self.in_root(name if name.startswith("/") else "/usr/bin/" + name)
+        if name.startswith("/") and not os.path.exists(exe):
+            exe = name
+        interp = re.search(r"\[Requesting program interpreter: (\S+)\]",
+                           self._elf(exe, "-l"))
+        if not interp:
+            die("%s has no program interpreter: not a dynamically linked program"
+                % rel(exe))
+        ma = multiarch(self.arch)
+        dirs = [self.in_root(d) for d in ("/usr/lib/" + ma, "/usr/lib")]
+        seen, todo = set(), [exe]
+        while todo:
+            f = todo.pop()
+            if f in seen:
+                continue
+            seen.add(f)
+            dyn = self._elf(f, "-d")
+            for paths in re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]",
+                                    dyn):
+                for d in paths.split(":"):
+                    d = d.replace("$ORIGIN", os.path.dirname(f)) if "$ORIGIN" in d \
+                        else self.in_root(d)
+                    if d not in dirs:
+                        dirs.append(d)
+            for lib in re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dyn):
+                found = next((os.path.join(d, lib) for d in dirs
+                              if os.path.exists(os.path.join(d, lib))), None)
+                if found:
+                    todo.append(os.path.realpath(found))
+        loader = [self.in_root(interp.group(1)), "--inhibit-cache", "--library-path",
+                  ":".join(dirs)]
+        r = subprocess.run(loader + ["--list", exe], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, errors="replace")
+        outside = [l.strip() for l in r.stdout.splitlines()
+                   if "=>" in l and not l.split("=>", 1)[1].strip().startswith(self.root + "/")]
+        if r.returncode != 0 or outside:
+            die("%s: the root's loader does not find every library of %s inside %s:\n%s"
+                % (self.arch, name, rel(self.root), "\n".join(outside) or r.stdout[-2000:]))
+        return loader + ["--argv0", name, exe]
+
+    def ggml_backend_dir(self):
+        """Where sid's ggml loads its backends from (GGML_BACKEND_DIR, a
+        path built into libggml: /usr/lib/MULTIARCH/ggml/backendsN), as a
+        host path."""
+        found = sorted(glob.glob(os.path.join(self.in_root("/usr/lib/" + multiarch(self.arch)),
+                                              "ggml", "backends*")))
+        if len(found) != 1:
+            die("%s: expected one ggml backend directory, found %s"
+                % (rel(self.root), ", ".join(found) or "none"))
+        return found[0]
+
+    def run_in(self, cmd, env=None, quiet=False, capture=False, timeout=None, native=False):
+        """cmd with env (over a bare PATH and HOME), under qemu-user, or
+        with native (where can_run_natively()) by the root's own loader.
+        Natively, the Vulkan loader looks for layers in the root's
+        directories unless env says where (as under qemu-user, where the
+        root's are found first), and the run starts in the root's ggml
+        backend directory: ggml looks for its backends in its built-in
+        directory, not the host's, then in the working directory."""
         full_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+        if native:
+            share = os.path.join(self.root, "usr", "share", "vulkan")
+            full_env.update({"VK_LAYER_PATH": os.path.join(share, "explicit_layer.d"),
+                             "VK_IMPLICIT_LAYER_PATH": os.path.join(share, "implicit_layer.d")})
         full_env.update(env or {})
+        if native and not self.can_run_natively():
+            die("%s's programs cannot run natively on %s" % (self.arch, host_arch()))
+        command = self.native_command(cmd) if native else self.command(cmd)
+        cwd = self.ggml_backend_dir() if native else None
         if capture:
-            return subprocess.run(self.command(cmd), env=full_env, stdout=subprocess.PIPE,
+            return subprocess.run(command, env=full_env, cwd=cwd, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, errors="replace",
                                   timeout=timeout)
-        run(self.command(cmd), env=full_env, quiet=quiet)
+        run(command, cwd=cwd, env=full_env, quiet=quiet)

@@ -11,7 +11,12 @@ GGML_VK_PIPELINE_STATS, prints the driver's statistics of it
 rows below are matched by that name, which is the same SPIR-V on each
 side where ggml-vulkan's device lines agree. The compilers' shader-db
 lines (BIFROST_MESA_DEBUG / AGX_MESA_DEBUG=shaderdb) are counted too, with
-the shader cache off. Not a test: it prints figures and ratios."""
+the shader cache off. llama.cpp runs natively, by sid's own loader, where
+its root is this machine's architecture, and under qemu-user otherwise;
+the fork's Valhall compiler reports its compile time, which the bound of
+issue 38 compares between the fork and stock-ra columns: those two run
+every model several times in turns (natively), each pipeline's time the
+least of its runs. Not a test: it prints figures and ratios."""
 
 import os
 import re
@@ -73,6 +78,13 @@ RA_STOCK_LABEL = "stock-ra"
 RA_KNOB_PREFIX = "BIFROST_"
 # Issue 38: the fork's total fills at most this share of stock's allocation's
 FILLS_LIMIT = 0.5
+# Where llama.cpp runs natively, the fork and stock-ra columns run this many
+# times each, a row's compile time the least of its runs: the same compile
+# varies by tens of per cent between runs (first touches of memory, the
+# other compile threads, the clock), and the least is the run least
+# disturbed. Both columns run in the same rounds, so that neither gets
+# the quieter moments.
+NATIVE_RUNS = 5
 
 
 def model_files(root, work, names):
@@ -136,39 +148,124 @@ def parse_run(text):
     return device, pipes, len(SHADERDB_RE.findall(text))
 
 
+# ggml's line for each backend it loads; a native run must load them from
+# the root of sid's packages, never from the host.
+BACKEND_RE = re.compile(r"^load_backend: loaded (\S+) backend from (\S+)$", re.M)
+
+
+def _figures(stats):
+    """A row's figures but its compile time: the same compile gives the
+    same ones in every run."""
+    return sorted((f, v) for f, v in stats.items() if f != "compile_us")
+
+
+def _base(key):
+    """The pipeline name of a row key ("MODEL NAME#2" -> "MODEL NAME")."""
+    return key.split("#")[0]
+
+
 class Column:
     """One driver build on one shim: stock (the fork's build with [stock]'s
     knobs), fork, or upstream (sid's). root is where llama-bench runs for
     it when that is not the section's own (upstream's, from another
-    architecture); done once it has run every model."""
+    architecture); own says it is the fork's build (which runs natively
+    where it can); runs is how many times it runs every model, its
+    compile times the least of those runs' (the timed columns); done once
+    it has run them all."""
 
-    def __init__(self, label, env, root=None):
-        self.label, self.env, self.root = label, env, root
-        self.devices, self.pipes, self.shaderdb, self.failed = set(), {}, 0, []
-        self.ra_rejected = 0
+    def __init__(self, label, env, root=None, runs=1, own=False):
+        self.label, self.env, self.root, self.runs, self.own = label, env, root, runs, own
+        self.devices, self.pipes, self.failed = set(), {}, []
+        # Shader-db lines of each model's first run; RA check rejections
+        # in every run.
+        self.shaderdb, self.ra_rejected = 0, 0
+        # Each row's compile time in every run that printed it; the rows
+        # whose other figures were not the same in every run, or that
+        # some run lacked; those printed under another NAME#N than in
+        # the first run.
+        self.times, self.unstable, self.reordered = {}, set(), set()
+        self.model_runs = {}
         self.done = False
+        self.native = None
 
-    def run(self, root, model, name, ubatches):
+    def run(self, root, model, name, ubatches, native=False):
         root = self.root or root
         pp = [u for u in ubatches if u > 1]
         args = ["llama-bench", "-m", model, "-r", "1", "-o", "csv"]
         args += ["-p", str(max(pp)), "-ub", ",".join(map(str, pp)), "-b", str(max(pp))] \
             if pp else ["-p", "0"]
         args += ["-n", "4"] if 1 in ubatches else ["-n", "0"]
-        r = root.run_in(args, env=self.env, capture=True, timeout=7200)
+        r = root.run_in(args, env=self.env, capture=True, timeout=7200, native=native)
+        self.native = native
         text = r.stdout + r.stderr
+        if native:
+            strays = [p for _, p in BACKEND_RE.findall(text)
+                      if not os.path.realpath(p).startswith(root.root + os.sep)]
+            if strays:
+                die("bench shaders: natively, ggml loaded backends from outside %s (a ggml "
+                    "installed on this machine?): %s" % (root.root, ", ".join(strays)))
         device, pipes, shaderdb = parse_run(text)
+        n = self.model_runs.get(name, 0) + 1
         if device:
             self.devices.add(device)
         if r.returncode != 0:
             tail = [l for l in text.splitlines() if l.strip()][-3:]
-            self.failed.append("%s (exit %d: %s)" % (name, r.returncode, " / ".join(tail)))
-        self.shaderdb += shaderdb
+            self.failed.append("%s%s (exit %d: %s)" % (name, ", run %d" % n if n > 1 else "",
+                                                        r.returncode, " / ".join(tail)))
+        if n == 1:
+            self.shaderdb += shaderdb
         self.ra_rejected += text.count(RA_REJECTED)
-        # A row per model and pipeline: the same name can be another
-        # SPIR-V for another model (another quantization type).
-        for p, stats in pipes.items():
-            self.pipes["%s %s" % (name, p)] = stats
+        self.merge(name, pipes)
+
+    def merge(self, name, pipes):
+        """Adds one run's rows of model name (the first run's, where
+        merge() has not seen the model). A row per model and pipeline:
+        the same name can be another SPIR-V for another model (another
+        quantization type). A later run's row is matched to the first
+        row, in sorted order, of the first run with the same pipeline name
+        and the same figures not matched yet, and keeps the least compile
+        time of the two. Where another NAME#N matches, the row is
+        reordered: ggml-vulkan printed that name's pipelines in another
+        order. A row that matches none is unstable, listed as "NAME (run
+        N)" and not added; so is a first-run row some run did not print."""
+        prefix = name + " "
+        n = self.model_runs[name] = self.model_runs.get(name, 0) + 1
+        if not any(k.startswith(prefix) for k in self.pipes):
+            for p, stats in pipes.items():
+                self.pipes[prefix + p] = dict(stats)
+                self.times[prefix + p] = [stats["compile_us"]] if "compile_us" in stats else []
+            return
+        free = {k for k in self.pipes if k.startswith(prefix)}
+        for p, stats in sorted(pipes.items()):
+            same = sorted(k for k in free if _base(k) == _base(prefix + p)
+                          and _figures(self.pipes[k]) == _figures(stats))
+            if not same:
+                self.unstable.add("%s%s (run %d)" % (prefix, p, n))
+                continue
+            # Both sorted alike, rows of one name and the same figures in
+            # the first run's order each match their own NAME#N
+            key = same[0]
+            if key != prefix + p:
+                self.reordered.add(key)
+            free.discard(key)
+            if "compile_us" in stats:
+                self.times.setdefault(key, []).append(stats["compile_us"])
+                self.pipes[key]["compile_us"] = min(self.times[key])
+        self.unstable |= free
+
+    def timed(self, key):
+        """Whether row key's compile time is the least of all the column's
+        runs of a compile whose figures and NAME#N held in every run (a
+        row some run lacked is unstable)."""
+        return (key in self.pipes and "compile_us" in self.pipes[key]
+                and key not in self.unstable
+                and not any(_base(k) == _base(key) for k in self.reordered))
+
+    def spread(self):
+        """(median, largest) over the rows timed more than once of the
+        ratio of a row's slowest run to its fastest, or None."""
+        r = sorted(max(t) / max(min(t), 1) for t in self.times.values() if len(t) > 1)
+        return (r[len(r) // 2], r[-1]) if r else None
 
 
 def debug_env(driver):
@@ -185,15 +282,19 @@ def ra_stock_knobs(conf):
             if k.startswith(RA_KNOB_PREFIX)}
 
 
-def columns(fork, prefix, driver):
+def columns(fork, prefix, driver, runs=1):
     """The columns of the fork's build in prefix: stock, stock-ra (Valhall
-    only) and fork."""
+    only) and fork. Where the compiler reports its compile time (Valhall),
+    the two columns the bound compares, fork and stock-ra, run runs
+    times."""
     conf = fork.conf
     fork_debug = dict(debug_env(driver), **{DEBUG_ENV[driver]: FORK_DEBUG[driver]})
     run = lambda **knobs: chroot_shim_env(prefix, conf, driver, **fork_debug, **knobs)
-    cols = [Column("stock", run(**stock_knobs(conf, driver))), Column("fork", run())]
+    timed = runs if driver == "panfrost" else 1
+    cols = [Column("stock", run(**stock_knobs(conf, driver)), own=True),
+            Column("fork", run(), runs=timed, own=True)]
     if driver == "panfrost":
-        cols.insert(1, Column(RA_STOCK_LABEL, run(**ra_stock_knobs(conf))))
+        cols.insert(1, Column(RA_STOCK_LABEL, run(**ra_stock_knobs(conf)), runs=timed, own=True))
     return cols
 
 
@@ -268,17 +369,38 @@ def upstream_column(fork, prefix, driver, roots, cache):
 def run_columns(section, driver, cols, root, paths, ubatches):
     """llama-bench on every model of paths for each column of cols not run
     before in this run (a column reused from another section is), in
-    root or the column's own."""
-    for c in cols:
-        if c.done:
-            continue
+    root or the column's own. The fork's build runs natively where that
+    root is this machine's architecture; sid's Mesa, and anything in
+    another architecture's root, under qemu-user. The columns that run
+    several times go first, in rounds: each round runs every model on
+    each of them in turn, model by model, the first of them in one round
+    the last in the next, so that the two times of a model stand close
+    together and what else the machine does falls on both sides alike.
+    The columns that run once follow."""
+    todo = [c for c in cols if not c.done]
+    rounds = [c for c in todo if c.runs > 1]
+    for i in range(max([c.runs for c in rounds] + [0])):
+        order = [c for c in (rounds if i % 2 == 0 else rounds[::-1]) if i < c.runs]
         for m, path in paths.items():
-            with step("%s, %s shim, %s: llama-bench %s at ubatch %s"
-                      % (section, driver, c.label if c.root is None or c.root.arch == section
-                         else "%s, sid %s" % (c.label, c.root.arch), m,
-                         ",".join(map(str, ubatches)))):
-                c.run(root, path, m, ubatches)
+            for c in order:
+                _run(section, driver, c, root, m, path, ubatches, i)
+    for c in todo:
+        if c.runs == 1:
+            for m, path in paths.items():
+                _run(section, driver, c, root, m, path, ubatches, 0)
         c.done = True
+
+
+def _run(section, driver, c, root, model, path, ubatches, i):
+    r = c.root or root
+    native = c.own and r.can_run_natively()
+    with step("%s, %s shim, %s: llama-bench %s at ubatch %s%s%s"
+              % (section, driver, c.label if c.root is None or c.root.arch == section
+                 else "%s, sid %s" % (c.label, c.root.arch), model,
+                 ",".join(map(str, ubatches)),
+                 ", run %d of %d" % (i + 1, c.runs) if c.runs > 1 else "",
+                 "" if native else ", under qemu-user")):
+        c.run(root, path, model, ubatches, native=native)
 
 
 def fmt(stats):
@@ -337,23 +459,27 @@ def ratio(cols, a, b, field):
 def compile_time_outliers(cols):
     """([(pipeline, fork ms, stock ms, ratio)] of the pipelines the fork
     compiled in more than COMPILE_TIME_LIMIT times stock's time, number
-    compared), or None where the driver reports no compile time. Stock is
-    the stock-ra column where there is one (the same SPIR-V), else stock."""
+    compared, number left out), or None where the driver reports no
+    compile time. Stock is the stock-ra column where there is one (the
+    same SPIR-V), else stock. A row is compared where both columns timed
+    it in every run with the same figures (Column.timed); the others are
+    left out and counted."""
     fork = next((c for c in cols if c.label == "fork"), None)
     stock = next((c for c in cols if c.label == RA_STOCK_LABEL), None) or \
         next((c for c in cols if c.label == "stock"), None)
     if not fork or not stock:
         return None
-    common = [p for p in fork.pipes if p in stock.pipes
-              and "compile_us" in fork.pipes[p] and "compile_us" in stock.pipes[p]]
-    if not common:
+    both = [p for p in fork.pipes if p in stock.pipes
+            and "compile_us" in fork.pipes[p] and "compile_us" in stock.pipes[p]]
+    common = [p for p in both if fork.timed(p) and stock.timed(p)]
+    if not both:
         return None
     out = []
     for p in common:
         f, s = fork.pipes[p]["compile_us"], stock.pipes[p]["compile_us"]
         if f > COMPILE_TIME_LIMIT * max(s, 1):
             out.append((p, f / 1000, s / 1000, f / max(s, 1)))
-    return sorted(out, key=lambda o: -o[3]), len(common)
+    return sorted(out, key=lambda o: -o[3]), len(common), len(both) - len(common)
 
 
 def goal_report(cols):
@@ -381,6 +507,19 @@ def goal_report(cols):
     r = ratio(cols, "fork", RA_STOCK_LABEL, "fills")
     share = r[3] if r and r[0] else None
     return fits, worse, share, share is not None and share <= FILLS_LIMIT
+
+
+def timing_note(timed):
+    """How the timed columns' compile times were taken, for the verdict
+    line: natively, the least of each row's runs; under qemu-user, whose
+    first run of a piece of code translates it and charges that to
+    whichever compile thread runs it first, only an indication."""
+    runs = min(c.runs for c in timed)
+    if all(c.native for c in timed):
+        return ("natively, least of %d runs each" % runs if runs > 1
+                else "natively, one run each")
+    return ("under qemu-user, which charges translating code to the first compile that "
+            "runs it: an indication, the bound is judged on a native run")
 
 
 def print_driver(arch, driver, cols, note):
@@ -425,15 +564,24 @@ def print_driver(arch, driver, cols, note):
         print("  %-20s %s" % (title, " ".join("%12s" % ("-" if v is None else f % v)
                                                for v in vals)))
     # Every run compiles its pipelines anew (the shader cache is off).
-    print("  %-20s %s" % ("compiles, all runs", " ".join("%12d" % c.shaderdb for c in cols)))
+    print("  %-20s %s" % ("compiles, first runs", " ".join("%12d" % c.shaderdb for c in cols)))
     if driver == "panfrost":
         # Only the fork's build has the check: upstream's column is blank.
         print("  %-20s %s" % ("RA check rejected", " ".join(
             "%12s" % (c.ra_rejected if c.label != "upstream" else "-") for c in cols)))
+    several = [c.label for c in cols if c.runs > 1]
+    if several:
+        print("  (%s: compile us sums each row's least of %d runs, RA check rejected counts "
+              "every run; the other columns ran once)"
+              % (" and ".join(several), max(c.runs for c in cols)))
     print("ratios over the rows both sides built (same model, same pipeline name: the same "
           "SPIR-V where the device lines agree):")
     for a, b in (("fork", "stock"), ("fork", RA_STOCK_LABEL), ("fork", "upstream")):
+        runs = {c.label: c.runs for c in cols}
         for field in ("cycles", "instrs", "regs", "spills", "fills", "code", "compile_us"):
+            # Times are the least of several runs in some columns only
+            if field == "compile_us" and runs.get(a) != runs.get(b):
+                continue
             r = ratio(cols, a, b, field)
             if r and r[0] and r[3] is not None:
                 print("  %s/%s %-10s %.3f (%d pipelines: %g vs %g)"
@@ -454,15 +602,32 @@ def print_driver(arch, driver, cols, note):
                  "met" if ok else "not met"))
     slow = compile_time_outliers(cols)
     if slow is not None:
+        timed = [c for c in cols if c.label in ("fork", RA_STOCK_LABEL)]
         print("compile time, fork vs stock%s per pipeline (thread CPU time, the check "
-              "left out): %d of %d over %.0fx%s"
+              "left out; %s): %d of %d over %.0fx%s%s"
               % ("-ra" if any(c.label == RA_STOCK_LABEL for c in cols) else "",
-                 len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
+                 timing_note(timed), len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
+                 "; %d left out (not timed alike in every run, below)" % slow[2]
+                 if slow[2] else "",
                  "".join("\n  %s: %.1f ms vs %.1f ms (%.2fx)" % o for o in slow[0])))
+        for c in timed:
+            sp = c.spread()
+            if sp:
+                print("  %s: a row's slowest run / its fastest: median %.2f, largest %.2f"
+                      % (c.label, sp[0], sp[1]))
+            if c.unstable:
+                print("  %s: figures not the same in every run, or not printed in every run: "
+                      "%s" % (c.label, ", ".join(sorted(c.unstable))))
+            if c.reordered:
+                print("  %s: pipelines of one name printed in another order than in the "
+                      "first run: %s" % (c.label, ", ".join(sorted(c.reordered))))
 
 
-def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("panfrost", "asahi")):
+def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("panfrost", "asahi"),
+                  runs=None):
     models = models or MODELS
+    if runs is not None and not 1 <= runs <= 10:
+        die("bench shaders: --runs is 1..10")
     bad = [m for m in models if m not in MODELS]
     if bad:
         die("bench shaders: unknown model %s (known: %s)" % (", ".join(bad), ", ".join(MODELS)))
@@ -477,7 +642,10 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
         f = fork.for_arch(a)
         p = prefix if a == fork.arch else f.default_prefix
         for driver in drivers:
-            cols = columns(f, p, driver)
+            # Several runs natively only: under qemu-user a run takes ten
+            # times as long or more, and its times are only an indication.
+            n = runs or (NATIVE_RUNS if roots[a].can_run_natively() else 1)
+            cols = columns(f, p, driver, runs=n)
             up, note = upstream_column(f, p, driver, roots, upstream_cols)
             if up:
                 cols.append(up)
@@ -486,7 +654,9 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
     llama = roots[fork.arch].package_version("llama.cpp-tools")
     ggml = roots[fork.arch].package_version(GGML_VULKAN)
     print()
-    print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V) under qemu-user; "
+    print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V), natively by the "
+          "root's own loader where the root is this machine's architecture, else under "
+          "qemu-user; "
           "models: %s (random weights, test-llama-archs -s %s, llama-quantize); ubatch %s. "
           "Statistics are the "
           "drivers' own (VK_KHR_pipeline_executable_properties, executable 0), printed by "

@@ -20,7 +20,7 @@ from .sync import bench_sync
 
 
 def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=None,
-               arch=None, ubatch=None, fa=None, models=None):
+               arch=None, ubatch=None, fa=None, models=None, runs=None):
     """Side-by-side stock vs fork measurements in one run (not part of the tests)."""
     if not 0 < tokens[0] < tokens[1] <= 4096:
         die("bench: --tokens A B: two decode lengths with 0 < A < B <= 4096 (per-token "
@@ -32,6 +32,8 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
         die("bench %s: --arch is for hk, panvk, memory, macs and shaders" % driver)
     if models and driver != "shaders":
         die("bench %s: --models is for shaders" % driver)
+    if runs is not None and driver != "shaders":
+        die("bench %s: --runs is for shaders" % driver)
     for a in arches[1:]:
         other = fork.for_arch(a)
         if not os.path.exists(icd_json(other.default_prefix, "asahi")):
@@ -51,7 +53,7 @@ def bench_verb(fork, driver, prefix=None, tokens=(8, 24), no_llama=False, ops=No
     elif driver == "macs":
         bench_macs(fork, prefix, arches)
     elif driver == "shaders":
-        bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch)
+        bench_shaders(fork, prefix, arches, models=models, ubatches=ubatch, runs=runs)
     elif driver == "hk":
         bench_hk(fork, prefix, tokens=tuple(tokens), arches=arches)
     else:
