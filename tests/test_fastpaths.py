@@ -333,7 +333,8 @@ class FastPaths:
                 backends = shaders.BACKEND_RE.findall(r.stderr + r.stdout)
                 self.assertIn("Vulkan", [b for b, _ in backends], r.stderr[-2000:])
                 for _, path in backends:
-                    self.assertTrue(os.path.realpath(path).startswith(root.root + os.sep), path)
+                    self.assertTrue(os.path.realpath(path).startswith(
+                        os.path.realpath(root.root) + os.sep), path)
         (dev, pipes, _), (qdev, qpipes, _) = runs[True], runs[False]
         self.assertIn("panvk", dev)
         self.assertEqual(dev, qdev)
@@ -455,6 +456,77 @@ class BenchShadersParsing(unittest.TestCase):
         ra = self.timed(shaders.RA_STOCK_LABEL, {"a": 2000})
         self.assertEqual(shaders.compile_time_outliers([stock, ra, fork]), ([], 1, 0))
 
+    def test_a_backend_path_through_a_link_to_the_root_is_the_roots(self):
+        # ggml prints resolved paths; the work directory may be a link
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "real", "lib"))
+            os.symlink(os.path.join(d, "real"), os.path.join(d, "link"))
+            root = unittest.mock.Mock(root=os.path.join(d, "link"))
+            shaders.check_native_backends(root, "load_backend: loaded Vulkan backend from %s"
+                                          % os.path.join(d, "real", "lib", "libv.so"))
+            with self.assertRaises(SystemExit):
+                shaders.check_native_backends(root, "load_backend: loaded Vulkan backend from "
+                                              "/usr/lib/libv.so")
+
+    def test_compile_time_verdict(self):
+        fork, ra = shaders.Column("fork", {}), shaders.Column(shaders.RA_STOCK_LABEL, {})
+        fork.native = ra.native = True
+        self.assertEqual(shaders.compile_time_verdict(([], 5, 0), [fork, ra]), "met")
+        self.assertEqual(shaders.compile_time_verdict(([("m a", 3, 1, 3)], 5, 0), [fork, ra]),
+                         "not met")
+        self.assertIn("not judged", shaders.compile_time_verdict(([], 5, 1), [fork, ra]))
+        self.assertIn("not judged", shaders.compile_time_verdict(([], 0, 0), [fork, ra]))
+        ra.native = False
+        self.assertIn("qemu-user", shaders.compile_time_verdict(([], 5, 0), [fork, ra]))
+
+    def test_a_model_whose_first_run_printed_nothing_is_not_timed(self):
+        fork = shaders.Column("fork", {}, runs=3)
+        fork.merge("m", {})
+        for t in (500, 400):
+            fork.merge("m", {"a": {"instrs": 1, "compile_us": t}})
+        self.assertEqual(fork.times["m a"], [500, 400])
+        self.assertFalse(fork.timed("m a"))
+
+    def test_rows_of_another_demand_are_not_paired(self):
+        # Pipelines of one name paired across the columns by NAME#N: a
+        # demand that differs says they are not the same shader
+        fork = self.timed("fork", {"a": 3000})
+        ra = self.timed(shaders.RA_STOCK_LABEL, {"a": 1000})
+        fork.pipes["m a"]["demand"], ra.pipes["m a"]["demand"] = 70, 70
+        self.assertEqual(shaders.compile_time_outliers([ra, fork])[1:], (1, 0))
+        ra.pipes["m a"]["demand"] = 96
+        self.assertEqual(shaders.compile_time_outliers([ra, fork]), ([], 0, 1))
+
+    def test_first_runs_count_the_compiles_and_failures_name_the_run(self):
+        here = self.Root("amd64")
+        here.output = ["SHADER-DB: a\nSHADER-DB: b", "SHADER-DB: a\nSHADER-DB: b"]
+        fork = shaders.Column("fork", {}, runs=2)
+        with contextlib.redirect_stdout(io.StringIO()):
+            shaders.run_columns("amd64", "panfrost", [fork], here, {"m1": "/m1.gguf"}, [1])
+        self.assertEqual(fork.shaderdb, 2)
+        fork = shaders.Column("fork", {}, runs=2)
+        fork.model_runs["m1"] = 1
+        here.run_in = lambda *a, **k: subprocess.CompletedProcess(a[0], 1, "", "boom")
+        fork.run(here, "/m1.gguf", "m1", [1])
+        self.assertEqual(fork.failed, ["m1, run 2 (exit 1: boom)"])
+
+    def test_compile_time_ratios_only_between_columns_run_alike(self):
+        stock = self.timed("stock", {"a": 1000})
+        ra = self.timed(shaders.RA_STOCK_LABEL, {"a": [900, 800]}, runs=2)
+        fork = self.timed("fork", {"a": [1200, 1000]}, runs=2)
+        for c in (stock, ra, fork):
+            c.native = True
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            shaders.print_driver("amd64", "panfrost", [stock, ra, fork], "none")
+        self.assertIn("fork/stock-ra compile_us 1.250", out.getvalue())
+        self.assertNotIn("fork/stock compile_us", out.getvalue())
+        self.assertIn("0 of 1 over 2x: met", out.getvalue())
+
+    def test_runs_must_be_one_to_ten(self):
+        for runs in (0, 11):
+            with self.subTest(runs=runs), self.assertRaises(SystemExit):
+                shaders.bench_shaders(None, "/p", ["amd64"], runs=runs)
+
     def test_compile_time_compares_only_rows_timed_alike(self):
         # b's least of three is over twice stock-ra's: an outlier
         fork = self.timed("fork", {"a": [900, 800, 1000], "b": [5000, 2500, 4000]}, runs=3)
@@ -540,7 +612,8 @@ class BenchShadersParsing(unittest.TestCase):
         def run_in(self, cmd, env=None, capture=False, timeout=None, native=False):
             self.runs.append((cmd[cmd.index("-m") + 1], env))
             self.native = getattr(self, "native", []) + [native]
-            out = self.output.pop(0) if getattr(self, "output", None) else ""
+            out = self.output.pop(0) if getattr(self, "output", None) else (
+                "load_backend: loaded Vulkan backend from /sid/libggml-vulkan.so" if native else "")
             return subprocess.CompletedProcess(cmd, 0, "", out)
 
     def test_upstream_arch(self):
@@ -638,6 +711,11 @@ class BenchShadersParsing(unittest.TestCase):
 
     def test_a_native_run_with_backends_from_the_host_is_refused(self):
         here = self.Root("amd64")
+        # No Vulkan backend at all: refused too
+        here.output = ["load_backend: loaded CPU backend from /sid/usr/lib/b/libcpu.so"]
+        with contextlib.redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
+            shaders.run_columns("amd64", "panfrost", [shaders.Column("fork", {}, own=True)],
+                                here, {"m1": "/m1.gguf"}, [1])
         here.output = ["load_backend: loaded Vulkan backend from /sid/usr/lib/b/libv.so\n"
                        "load_backend: loaded CPU backend from /usr/lib/b/libcpu.so"]
         with contextlib.redirect_stdout(io.StringIO()), self.assertRaises(SystemExit):
@@ -679,9 +757,10 @@ class BenchShadersParsing(unittest.TestCase):
         # Two pipelines of one name, printed in the other order in the
         # second run (ggml-vulkan compiles in several threads): matched by
         # their figures, not by NAME#2
-        here.output = ["\n".join(self.stats("mm", 10, 500) + self.stats("mm", 20, 900)
+        vk = ["load_backend: loaded Vulkan backend from /sid/libggml-vulkan.so"]
+        here.output = ["\n".join(vk + self.stats("mm", 10, 500) + self.stats("mm", 20, 900)
                                  + self.stats("add", 5, 100)),
-                       "\n".join(self.stats("mm", 20, 700) + self.stats("mm", 10, 800)
+                       "\n".join(vk + self.stats("mm", 20, 700) + self.stats("mm", 10, 800)
                                  + self.stats("add", 5, 300))]
         fork = shaders.Column("fork", {}, runs=2, own=True)
         with contextlib.redirect_stdout(io.StringIO()):

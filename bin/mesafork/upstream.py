@@ -379,9 +379,11 @@ class SidRoot:
         loader = [self.in_root(interp.group(1)), "--inhibit-cache", "--library-path",
                   ":".join(dirs)]
         r = subprocess.run(loader + ["--list", exe], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, errors="replace")
-        outside = [l.strip() for l in r.stdout.splitlines()
-                   if "=>" in l and not l.split("=>", 1)[1].strip().startswith(self.root + "/")]
+                           stderr=subprocess.STDOUT, text=True, errors="replace",
+                           env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+        inside = os.path.realpath(self.root) + os.sep
+        outside = [l.strip() for l in r.stdout.splitlines() if "=>" in l and not os.path.realpath(
+            l.split("=>", 1)[1].split("(")[0].strip()).startswith(inside)]
         if r.returncode != 0 or outside:
             die("%s: the root's loader does not find every library of %s inside %s:\n%s"
                 % (self.arch, name, rel(self.root), "\n".join(outside) or r.stdout[-2000:]))

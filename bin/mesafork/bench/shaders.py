@@ -11,8 +11,9 @@ GGML_VK_PIPELINE_STATS, prints the driver's statistics of it
 rows below are matched by that name, which is the same SPIR-V on each
 side where ggml-vulkan's device lines agree. The compilers' shader-db
 lines (BIFROST_MESA_DEBUG / AGX_MESA_DEBUG=shaderdb) are counted too, with
-the shader cache off. llama.cpp runs natively, by sid's own loader, where
-its root is this machine's architecture, and under qemu-user otherwise;
+the shader cache off. The fork's own columns run llama.cpp natively, by
+sid's own loader, where its root is this machine's architecture; sid's
+Mesa, and another architecture's root, run under qemu-user;
 the fork's Valhall compiler reports its compile time, which the bound of
 issue 38 compares between the fork and stock-ra columns: those two run
 every model several times in turns (natively), each pipeline's time the
@@ -164,6 +165,24 @@ def _base(key):
     return key.split("#")[0]
 
 
+def check_native_backends(root, text):
+    """Dies unless a native run's ggml loaded its Vulkan backend, and every
+    backend it loaded, from root. ggml looks in its built-in directory
+    (the host's, natively), in its executable's (the root's loader's) and
+    in the working directory (the root's backend directory); a host with
+    a ggml of its own would give it another build of the backends, and
+    llama.cpp other SPIR-V."""
+    inside = os.path.realpath(root.root) + os.sep
+    loaded = BACKEND_RE.findall(text)
+    strays = [p for _, p in loaded if not os.path.realpath(p).startswith(inside)]
+    if strays:
+        die("bench shaders: natively, ggml loaded backends from outside %s (a ggml installed "
+            "on this machine?): %s" % (root.root, ", ".join(strays)))
+    if "Vulkan" not in [b for b, _ in loaded]:
+        die("bench shaders: natively, ggml loaded no Vulkan backend from %s:\n%s"
+            % (root.root, text[-2000:]))
+
+
 class Column:
     """One driver build on one shim: stock (the fork's build with [stock]'s
     knobs), fork, or upstream (sid's). root is where llama-bench runs for
@@ -199,11 +218,7 @@ class Column:
         self.native = native
         text = r.stdout + r.stderr
         if native:
-            strays = [p for _, p in BACKEND_RE.findall(text)
-                      if not os.path.realpath(p).startswith(root.root + os.sep)]
-            if strays:
-                die("bench shaders: natively, ggml loaded backends from outside %s (a ggml "
-                    "installed on this machine?): %s" % (root.root, ", ".join(strays)))
+            check_native_backends(root, text)
         device, pipes, shaderdb = parse_run(text)
         n = self.model_runs.get(name, 0) + 1
         if device:
@@ -255,9 +270,12 @@ class Column:
 
     def timed(self, key):
         """Whether row key's compile time is the least of all the column's
-        runs of a compile whose figures and NAME#N held in every run (a
-        row some run lacked is unstable)."""
+        runs of a compile whose figures and NAME#N held in every run: a
+        model whose first run printed no row has its later runs taken as
+        the first, and fewer times than runs."""
+        model = key.split(" ", 1)[0]
         return (key in self.pipes and "compile_us" in self.pipes[key]
+                and len(self.times.get(key, ())) == self.model_runs.get(model) == self.runs
                 and key not in self.unstable
                 and not any(_base(k) == _base(key) for k in self.reordered))
 
@@ -462,8 +480,12 @@ def compile_time_outliers(cols):
     compared, number left out), or None where the driver reports no
     compile time. Stock is the stock-ra column where there is one (the
     same SPIR-V), else stock. A row is compared where both columns timed
-    it in every run with the same figures (Column.timed); the others are
-    left out and counted."""
+    it in every run with the same figures (Column.timed) and report the
+    same register demand; the others are left out and counted. Rows are
+    paired by model and NAME#N, the order ggml-vulkan printed pipelines of
+    one name in: the demand, measured before allocation, is the same for
+    the same SPIR-V in both columns, and tells the pipelines of one name
+    apart where they are not the same shader."""
     fork = next((c for c in cols if c.label == "fork"), None)
     stock = next((c for c in cols if c.label == RA_STOCK_LABEL), None) or \
         next((c for c in cols if c.label == "stock"), None)
@@ -471,7 +493,8 @@ def compile_time_outliers(cols):
         return None
     both = [p for p in fork.pipes if p in stock.pipes
             and "compile_us" in fork.pipes[p] and "compile_us" in stock.pipes[p]]
-    common = [p for p in both if fork.timed(p) and stock.timed(p)]
+    common = [p for p in both if fork.timed(p) and stock.timed(p)
+              and fork.pipes[p].get("demand") == stock.pipes[p].get("demand")]
     if not both:
         return None
     out = []
@@ -520,6 +543,20 @@ def timing_note(timed):
                 else "natively, one run each")
     return ("under qemu-user, which charges translating code to the first compile that "
             "runs it: an indication, the bound is judged on a native run")
+
+
+def compile_time_verdict(slow, timed):
+    """The compile-time bound's verdict on compile_time_outliers()'s
+    result: met only where every row was compared, natively, and none is
+    over; not met where one is over; else not judged, and why."""
+    over, compared, left_out = slow
+    if over:
+        return "not met"
+    if not all(c.native for c in timed):
+        return "not judged (under qemu-user)"
+    if left_out or not compared:
+        return "not judged (%d of %d rows left out)" % (left_out, compared + left_out)
+    return "met"
 
 
 def print_driver(arch, driver, cols, note):
@@ -604,11 +641,11 @@ def print_driver(arch, driver, cols, note):
     if slow is not None:
         timed = [c for c in cols if c.label in ("fork", RA_STOCK_LABEL)]
         print("compile time, fork vs stock%s per pipeline (thread CPU time, the check "
-              "left out; %s): %d of %d over %.0fx%s%s"
+              "left out; %s): %d of %d over %.0fx%s: %s%s"
               % ("-ra" if any(c.label == RA_STOCK_LABEL for c in cols) else "",
                  timing_note(timed), len(slow[0]), slow[1], COMPILE_TIME_LIMIT,
-                 "; %d left out (not timed alike in every run, below)" % slow[2]
-                 if slow[2] else "",
+                 "; %d left out (not timed alike in every run, or another demand)" % slow[2]
+                 if slow[2] else "", compile_time_verdict(slow, timed),
                  "".join("\n  %s: %.1f ms vs %.1f ms (%.2fx)" % o for o in slow[0])))
         for c in timed:
             sp = c.spread()
@@ -654,9 +691,9 @@ def bench_shaders(fork, prefix, arches, models=None, ubatches=None, drivers=("pa
     llama = roots[fork.arch].package_version("llama.cpp-tools")
     ggml = roots[fork.arch].package_version(GGML_VULKAN)
     print()
-    print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V), natively by the "
-          "root's own loader where the root is this machine's architecture, else under "
-          "qemu-user; "
+    print("llama.cpp: Debian sid's llama.cpp-tools %s (%s %s, the SPIR-V), for the fork's "
+          "columns natively by the root's own loader where the root is this machine's "
+          "architecture, else under qemu-user; "
           "models: %s (random weights, test-llama-archs -s %s, llama-quantize); ubatch %s. "
           "Statistics are the "
           "drivers' own (VK_KHR_pipeline_executable_properties, executable 0), printed by "
