@@ -25,6 +25,7 @@ import tempfile
 from . import build, distro, install, series, sources, uapi
 from .config import cross_arches, driver_info_tag, names_release, parse_arches
 from .proc import die, make_dirs, rel, remove_tree, run, step, write_if_changed
+from .proc import readelf as proc_readelf
 
 BUNDLE_WORD = "bundle"
 MANIFEST = "MANIFEST"
@@ -60,13 +61,11 @@ def git_top(fork, *args):
 def elf_needs(path, readelf="readelf"):
     """(sonames path needs, {version name, ...} it needs of them), from
     readelf's dynamic section and version-needs section."""
-    d = subprocess.run([readelf, "-d", "-W", path], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    d = proc_readelf(["-d"], path, readelf)
     if d.returncode != 0:
         die("bundle: readelf cannot read %s: %s" % (path, d.stderr.strip()))
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", d.stdout)
-    v = subprocess.run([readelf, "-V", "-W", path], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    v = proc_readelf(["-V"], path, readelf)
     versions = set()
     # Only the version-needs section (.gnu.version_r): the names a file
     # defines itself are not requirements.
@@ -118,8 +117,7 @@ def elf_dynamic_faults(path, shown, readelf):
     """RPATH/RUNPATH (a relocatable bundle names no directory of the build
     machine) and an executable stack (which glibc 2.41 refuses to dlopen)."""
     faults = []
-    d = subprocess.run([readelf, "-d", "-l", "-W", path], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True).stdout
+    d = proc_readelf(["-d", "-l"], path, readelf).stdout
     for kind, value in re.findall(r"\((RPATH|RUNPATH)\)\s+Library \w+: \[([^\]]*)\]", d):
         faults.append("%s has %s %s: a bundle's files find their libraries by soname"
                       % (shown, kind, value))

@@ -49,6 +49,14 @@ def capture(cmd, cwd=None, env=None):
                           stderr=subprocess.STDOUT, text=True, errors="replace")
 
 
+def readelf(args, path, program="readelf"):
+    """readelf ARGS -W PATH, its output in the C locale: readelf's lines are
+    translated otherwise, and the callers parse them."""
+    return subprocess.run([program] + list(args) + ["-W", path], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, errors="replace",
+                          env=dict(os.environ, LC_ALL="C"))
+
+
 def rel(path):
     with contextlib.suppress(ValueError):
         r = os.path.relpath(path)

@@ -40,7 +40,7 @@ import urllib.parse
 from . import apt, cross
 from .config import host_arch, multiarch
 from .install import shim_env_pairs, shim_lib
-from .proc import die, rel, run
+from .proc import die, readelf, rel, run
 from .sources import sha256
 
 # llama.cpp and its Vulkan backend and gguf's Python module (bench), the
@@ -319,10 +319,7 @@ class SidRoot:
         if not shutil.which("readelf"):
             die("running %s's programs natively needs readelf (binutils, which the build's "
                 "compilers bring): run 'bin/mesa-fork deps' as root once" % self.arch)
-        # readelf's messages are translated: the C locale's are parsed
-        r = subprocess.run(["readelf", option, "-W", path], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, errors="replace",
-                           env=dict(os.environ, LC_ALL="C"))
+        r = readelf([option], path)
         if r.returncode != 0:
             die("readelf %s %s failed: %s" % (option, rel(path), r.stderr.strip()))
         return r.stdout
